@@ -1,0 +1,58 @@
+//! Generates `dsh_session.h` with cbindgen (always into OUT_DIR; into
+//! `include/` only when `DSH_BLESS_HEADER=1`), derives the ABI version from
+//! the crate version, and sets the shared library's SONAME.
+
+use std::env;
+use std::path::PathBuf;
+
+fn main() {
+    let major: u32 = env::var("CARGO_PKG_VERSION_MAJOR")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let minor: u32 = env::var("CARGO_PKG_VERSION_MINOR")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let patch: u32 = env::var("CARGO_PKG_VERSION_PATCH")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Before 1.0 every minor release may break the ABI; after it, every major.
+    let abi = if major == 0 { minor } else { major };
+    println!("cargo:rustc-env=DSH_ABI_VERSION={abi}");
+    println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=cbindgen.toml");
+    println!("cargo:rerun-if-env-changed=DSH_BLESS_HEADER");
+
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libdsh_session.so.{abi}");
+    }
+
+    let crate_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let mut config =
+        cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let version = format!("{major}.{minor}.{patch}");
+    config.after_includes = Some(format!(
+        "{}\n#define DSH_VERSION_MAJOR {major}\n#define DSH_VERSION_MINOR {minor}\n#define DSH_VERSION_PATCH {patch}\n\
+         #define DSH_VERSION_STRING \"{version}\"\n#define DSH_VERSION_NUMBER {}\n#define DSH_ABI_VERSION {abi}\n\
+         \n/** Initialiser for a `dsh_buf` the library has not filled yet. */\n#define DSH_BUF_INIT {{NULL, 0, 0}}\n",
+        config.after_includes.clone().unwrap_or_default(),
+        major * 1_000_000 + minor * 1_000 + patch
+    ));
+    match cbindgen::Builder::new()
+        .with_crate(&crate_dir)
+        .with_config(config)
+        .generate()
+    {
+        Ok(bindings) => {
+            bindings.write_to_file(out_dir.join("dsh_session.h"));
+            if env::var("DSH_BLESS_HEADER").as_deref() == Ok("1") {
+                bindings.write_to_file(crate_dir.join("include/dsh_session.h"));
+            }
+        }
+        // Let rustc report the real error (usually a syntax error in src/).
+        Err(e) => println!("cargo:warning=cbindgen failed: {e}"),
+    }
+}

@@ -1,0 +1,78 @@
+//! Message projection (derive.md §2) and the derive cache (§3).
+
+use std::sync::Arc;
+
+use super::event::{Event, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE};
+use super::surface::Surface;
+use crate::json::{JsString, Value};
+
+/// `deriveEventMessage`: the message one surface event contributes, if any.
+pub fn event_message<'a>(ty: &JsString, data: &'a Value) -> Option<&'a Value> {
+    let message = if ty == USER_MESSAGE {
+        data
+    } else if ty == ASSISTANT_MESSAGE {
+        let message = data.as_object()?.get("message")?;
+        let empty = message
+            .as_object()
+            .and_then(|m| m.get("content"))
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty);
+        if empty {
+            return None;
+        }
+        message
+    } else if ty == TOOL_RESULT {
+        data.as_object()?.get("message")?
+    } else {
+        return None;
+    };
+    (!message.is_null()).then_some(message)
+}
+
+/// The projected messages of the surface, kept incrementally: while the
+/// replace generation is unchanged the surface only grows at its tail, so
+/// only new nodes are projected; a replace rebuilds from scratch.
+#[derive(Debug, Default, Clone)]
+pub struct DeriveCache {
+    messages: Vec<Arc<str>>,
+    nodes_projected: usize,
+    generation: u64,
+}
+
+impl DeriveCache {
+    /// Bring the cache up to date with `surface`; `event` looks up a node.
+    pub fn update<'a>(&mut self, surface: &Surface, event: impl Fn(u64) -> &'a Event) {
+        if surface.generation() != self.generation || surface.nodes().len() < self.nodes_projected {
+            self.messages.clear();
+            self.nodes_projected = 0;
+            self.generation = surface.generation();
+        }
+        for &seq in &surface.nodes()[self.nodes_projected..] {
+            let e = event(seq);
+            if let Some(m) = event_message(&e.ty, &e.data) {
+                self.messages.push(Arc::from(m.to_json()));
+            }
+        }
+        self.nodes_projected = surface.nodes().len();
+    }
+
+    /// The cached messages, each as JSON text.
+    pub fn messages(&self) -> &[Arc<str>] {
+        &self.messages
+    }
+
+    /// The cached messages as a JSON array.
+    pub fn to_json(&self) -> String {
+        let len: usize = self.messages.iter().map(|m| m.len() + 1).sum();
+        let mut out = String::with_capacity(len + 2);
+        out.push('[');
+        for (i, m) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(m);
+        }
+        out.push(']');
+        out
+    }
+}

@@ -1,0 +1,15 @@
+//! The pure session engine: no I/O, no FFI types. Everything here is a
+//! function of its inputs (the caller supplies the clock).
+
+pub mod derive;
+pub mod event;
+pub mod repair;
+pub mod request;
+pub mod seed;
+pub mod session;
+pub mod surface;
+pub mod vocabulary;
+
+pub use event::Event;
+pub use session::{Seed, Session};
+pub use surface::{Markers, Surface};

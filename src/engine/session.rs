@@ -1,0 +1,512 @@
+//! One session: the append-only log, its surface, and the cached views.
+//! Pure: the caller supplies the clock (`now`) and does all I/O.
+
+use std::sync::Arc;
+
+use super::derive::DeriveCache;
+use super::event::{
+    Event, APPEND_ORDER, END_SEED, REQUEST_HEADER, REQUEST_HEADER_DELTA, TURN_END, TURN_START,
+};
+use super::request::RequestFolds;
+use super::seed::{self, SeedMode};
+use super::surface::{Candidate, EventLookup, Markers, Plan, Surface};
+use crate::error::{Error, Result};
+use crate::json::{self, JsString, Object, Value};
+
+/// A seed: a complete event array to construct a session from.
+#[derive(Debug)]
+pub enum Seed {
+    /// Events given as JSON values (create, replay).
+    Values(Vec<Value>),
+    /// Events taken from another session (fork): shared, not copied.
+    Events(Vec<Arc<Event>>),
+}
+
+/// Where the surface intent of one append comes from.
+enum Intent<'a> {
+    None,
+    Text(&'a str),
+    Value(Option<Value>),
+}
+
+/// The session engine.
+#[derive(Debug)]
+pub struct Session {
+    id: String,
+    header: Value,
+    log: Vec<Arc<Event>>,
+    surface: Surface,
+    markers: Markers,
+    first_live_seq: u64,
+    derive: DeriveCache,
+    folds: RequestFolds,
+}
+
+struct LogLookup<'a>(&'a [Arc<Event>]);
+
+impl EventLookup for LogLookup<'_> {
+    fn type_and_data(&self, seq: u64) -> Option<(&JsString, &Value)> {
+        let e = self.0.get(usize::try_from(seq).ok()?)?;
+        Some((&e.ty, &e.data))
+    }
+}
+
+fn candidate(e: &Event) -> Candidate<'_> {
+    Candidate {
+        ty: Some(&e.ty),
+        seq: Some(e.seq),
+        data: Some(&e.data),
+        op: e.op.as_ref(),
+        sources: e.sources.as_ref(),
+    }
+}
+
+/// Parse JSON text given at the ABI (`json.parse` on failure).
+pub fn parse_input(text: &str, what: &str) -> Result<Value> {
+    json::parse(text)
+        .map_err(|e| Error::invalid_json("json.parse", format!("{what} is not valid JSON: {e}")))
+}
+
+impl Session {
+    /// A session without a seed (no end-seed marker is written).
+    pub fn new(id: &str, header: Value, markers: Markers) -> Result<Session> {
+        seed::validate_header(&header, id)?;
+        Ok(Session::bare(id, header, markers))
+    }
+
+    fn bare(id: &str, header: Value, markers: Markers) -> Session {
+        Session {
+            id: id.to_string(),
+            header,
+            log: Vec::new(),
+            surface: Surface::new(),
+            markers,
+            first_live_seq: 0,
+            derive: DeriveCache::default(),
+            folds: RequestFolds::default(),
+        }
+    }
+
+    /// A session constructed from `seed` (lifecycle.md §3): every event is
+    /// admitted by the seed rules, the header is validated after the events
+    /// (snapshot mode) or before them (restore mode), and a
+    /// `session/end-seed` marker is appended unless the seed ends with one.
+    pub fn from_seed(
+        id: &str,
+        header: Value,
+        seed: Seed,
+        mode: SeedMode,
+        markers: Markers,
+        now: i64,
+    ) -> Result<Session> {
+        if mode == SeedMode::Restore {
+            seed::validate_header(&header, id)?;
+        }
+        let mut s = Session::bare(id, header, markers);
+        match seed {
+            Seed::Values(values) => {
+                s.log.reserve(values.len());
+                for (i, v) in values.into_iter().enumerate() {
+                    let e = seed::admit_value(v, i, mode)?;
+                    s.push_seeded(Arc::new(e), i)?;
+                }
+            }
+            Seed::Events(events) => {
+                s.log.reserve(events.len());
+                for (i, e) in events.into_iter().enumerate() {
+                    seed::admit_event(&e, i, mode)?;
+                    s.push_seeded(e, i)?;
+                }
+            }
+        }
+        if mode == SeedMode::Snapshot {
+            seed::validate_header(&s.header, id)?;
+        }
+        s.first_live_seq = s.log.len() as u64;
+        if s.log.last().is_none_or(|e| e.ty != END_SEED) {
+            let marker = Event::new(
+                JsString::from(END_SEED),
+                s.log.len() as u64,
+                now,
+                Value::Object(Object::new()),
+                None,
+                None,
+                APPEND_ORDER,
+            );
+            s.commit_checked(marker)?;
+        }
+        Ok(s)
+    }
+
+    fn push_seeded(&mut self, e: Arc<Event>, i: usize) -> Result<()> {
+        let plan = self
+            .surface
+            .plan(
+                &candidate(&e),
+                i as u64,
+                self.markers,
+                &LogLookup(&self.log),
+            )
+            .map_err(|err| {
+                err.prefixed(&format!("invalid seed event at index {i}: "))
+                    .at_index(i)
+            })?;
+        self.surface.apply(e.seq, &plan);
+        self.log.push(e);
+        Ok(())
+    }
+
+    /// Plan and commit an event built by the library itself (markers, closers).
+    pub fn commit_checked(&mut self, event: Event) -> Result<Arc<Event>> {
+        let plan = self.plan(&event)?;
+        Ok(self.commit(event, &plan))
+    }
+
+    fn plan(&self, e: &Event) -> Result<Plan> {
+        self.surface.plan(
+            &candidate(e),
+            self.log.len() as u64,
+            self.markers,
+            &LogLookup(&self.log),
+        )
+    }
+
+    fn commit(&mut self, event: Event, plan: &Plan) -> Arc<Event> {
+        let e = Arc::new(event);
+        self.surface.apply(e.seq, plan);
+        self.log.push(e.clone());
+        e
+    }
+
+    /// Build the candidate of `append(type, data, intent)` and plan it
+    /// (events.md §3.2, errors.md §3.1). Nothing changes.
+    fn prepare(
+        &self,
+        ty: &str,
+        data: Value,
+        intent: Intent<'_>,
+        now: i64,
+    ) -> Result<(Event, Plan)> {
+        if !data.is_lossless() {
+            return Err(Error::invalid_json(
+                "json.not-lossless",
+                format!("event \"{ty}\" carries data that is not JSON-serializable"),
+            ));
+        }
+        if ty == REQUEST_HEADER_DELTA {
+            return Err(Error::rejected(
+                "header.legacy",
+                "append uses the unsupported legacy request/header-delta format",
+            ));
+        }
+        if ty == REQUEST_HEADER
+            && data
+                .as_object()
+                .and_then(|d| d.get("reason"))
+                .and_then(Value::as_str)
+                == Some("fallback")
+        {
+            return Err(Error::rejected(
+                "header.legacy-fallback",
+                "append uses the unsupported legacy request/header reason \"fallback\"",
+            ));
+        }
+        // The intent is parsed only after the data checks passed.
+        let intent = match intent {
+            Intent::None => None,
+            Intent::Text(t) => Some(parse_input(t, "intent")?),
+            Intent::Value(v) => v,
+        };
+        let (sources, op) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
+            None => (None, None),
+            Some(Ok(mut o)) => (o.remove("sourceEventSeqs"), o.remove("surfaceOp")),
+            Some(Err(_)) => {
+                return Err(Error::invalid_argument(
+                    "arg.intent",
+                    "intent must be a JSON object or null",
+                ))
+            }
+        };
+        if !sources.as_ref().is_none_or(Value::is_lossless)
+            || !op.as_ref().is_none_or(Value::is_lossless)
+        {
+            return Err(Error::invalid_json(
+                "json.surface-metadata-not-lossless",
+                format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
+            ));
+        }
+        let event = Event::new(
+            JsString::from(ty),
+            self.log.len() as u64,
+            now,
+            data,
+            sources,
+            op,
+            APPEND_ORDER,
+        );
+        let plan = self.plan(&event)?;
+        Ok((event, plan))
+    }
+
+    fn prepare_text(
+        &self,
+        ty: &str,
+        data: &str,
+        intent: Option<&str>,
+        now: i64,
+    ) -> Result<(Event, Plan)> {
+        let data = parse_input(data, "data")?;
+        self.prepare(ty, data, intent.map_or(Intent::None, Intent::Text), now)
+    }
+
+    /// `append(type, data, intent)` with data and intent as JSON text.
+    pub fn append(
+        &mut self,
+        ty: &str,
+        data: &str,
+        intent: Option<&str>,
+        now: i64,
+    ) -> Result<Arc<Event>> {
+        let (event, plan) = self.prepare_text(ty, data, intent, now)?;
+        Ok(self.commit(event, &plan))
+    }
+
+    /// `append` with already parsed values.
+    pub fn append_value(
+        &mut self,
+        ty: &str,
+        data: Value,
+        intent: Option<Value>,
+        now: i64,
+    ) -> Result<Arc<Event>> {
+        let (event, plan) = self.prepare(ty, data, Intent::Value(intent), now)?;
+        Ok(self.commit(event, &plan))
+    }
+
+    /// The event `append` would commit now; nothing changes.
+    pub fn validate(&self, ty: &str, data: &str, intent: Option<&str>, now: i64) -> Result<Event> {
+        Ok(self.prepare_text(ty, data, intent, now)?.0)
+    }
+
+    /// All-or-nothing append of `[{"type","data","intent"?}, ...]`; each item
+    /// is checked against the state after the ones before it.
+    pub fn append_batch(&mut self, batch: &str, now: i64) -> Result<Vec<Arc<Event>>> {
+        let items = parse_input(batch, "batch")?
+            .into_array()
+            .map_err(|_| Error::invalid_argument("arg.batch", "batch must be a JSON array"))?;
+        let mark = self.log.len();
+        let saved = self.surface.clone();
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            match self.batch_item(item, now) {
+                Ok(e) => out.push(e),
+                Err(err) => {
+                    self.log.truncate(mark);
+                    self.surface = saved;
+                    return Err(err.at_index(i));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn batch_item(&mut self, item: Value, now: i64) -> Result<Arc<Event>> {
+        let Ok(mut o) = item.into_object() else {
+            return Err(Error::invalid_argument(
+                "arg.batch-item",
+                "batch item must be an object",
+            ));
+        };
+        let ty = o
+            .remove("type")
+            .and_then(|t| t.as_str().map(str::to_string));
+        let Some(ty) = ty else {
+            return Err(Error::invalid_argument(
+                "arg.batch-item",
+                "batch item needs a \"type\" string",
+            ));
+        };
+        let Some(data) = o.remove("data") else {
+            return Err(Error::invalid_argument(
+                "arg.batch-item",
+                "batch item needs \"data\"",
+            ));
+        };
+        let intent = o.remove("intent");
+        self.append_value(&ty, data, intent, now)
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The session header.
+    pub fn header(&self) -> &Value {
+        &self.header
+    }
+
+    /// The whole log.
+    pub fn events(&self) -> &[Arc<Event>] {
+        &self.log
+    }
+
+    /// The live surface.
+    pub fn surface(&self) -> &Surface {
+        &self.surface
+    }
+
+    /// The first seq written by this lifecycle.
+    pub fn first_live_seq(&self) -> u64 {
+        self.first_live_seq
+    }
+
+    /// Whether legacy (marker-less) message events are accepted.
+    pub fn markers(&self) -> Markers {
+        self.markers
+    }
+
+    /// The derived message list as a JSON array (cached, O(new nodes)).
+    pub fn derive_json(&mut self) -> String {
+        let log = &self.log;
+        self.derive.update(&self.surface, |seq| &log[seq as usize]);
+        self.derive.to_json()
+    }
+
+    /// The derived messages, each as JSON text.
+    pub fn derived_messages(&mut self) -> &[Arc<str>] {
+        let log = &self.log;
+        self.derive.update(&self.surface, |seq| &log[seq as usize]);
+        self.derive.messages()
+    }
+
+    fn folds(&mut self) -> &RequestFolds {
+        self.folds.update(self.log.iter().map(|e| &**e));
+        &self.folds
+    }
+
+    /// The canonical request header in force, if any.
+    pub fn request_header(&mut self) -> Option<&Value> {
+        self.folds().header()
+    }
+
+    /// The data of the latest `request/context`, if any.
+    pub fn request_context(&mut self) -> Option<&Value> {
+        self.folds().context()
+    }
+
+    /// The number of the open turn (`data.turn` of an unclosed `turn/start`).
+    pub fn open_turn(&self) -> Option<&Value> {
+        let e = self
+            .log
+            .iter()
+            .rev()
+            .find(|e| e.ty == TURN_START || e.ty == TURN_END)?;
+        if e.ty != TURN_START {
+            return None;
+        }
+        static NULL: Value = Value::Null;
+        Some(
+            e.data
+                .as_object()
+                .and_then(|d| d.get("turn"))
+                .unwrap_or(&NULL),
+        )
+    }
+
+    /// The inherited prefix of a fork at `boundary` (lifecycle.md §5 steps
+    /// 3–5): `None` means the last event.
+    pub fn fork_prefix(&self, boundary: Option<&Value>) -> Result<Vec<Arc<Event>>> {
+        let id = &self.id;
+        let b = match boundary {
+            None if self.log.is_empty() => return Ok(Vec::new()),
+            None => self.log.len() as u64 - 1,
+            Some(v) => v.as_safe_u64().ok_or_else(|| {
+                Error::invalid_argument(
+                    "fork.boundary-invalid",
+                    format!(
+                        "fork boundary for session \"{id}\" must be a non-negative safe integer, got {}",
+                        v.to_json()
+                    ),
+                )
+                .with_code("INVALID_BOUNDARY")
+            })?,
+        };
+        if b >= self.log.len() as u64 {
+            let last = self
+                .log
+                .len()
+                .checked_sub(1)
+                .map_or("none".to_string(), |l| l.to_string());
+            return Err(Error::invalid_argument(
+                "fork.out-of-range",
+                format!("fork boundary {b} does not exist in session \"{id}\" (last seq: {last})"),
+            )
+            .with_code("INVALID_BOUNDARY"));
+        }
+        let prefix = &self.log[..=b as usize];
+        if prefix[b as usize].seq != b {
+            return Err(Error::invalid_argument(
+                "fork.boundary-mismatch",
+                format!("fork boundary {b} is not a contiguous seq in session \"{id}\""),
+            )
+            .with_code("INVALID_BOUNDARY"));
+        }
+        if let Some(e) = prefix
+            .iter()
+            .rev()
+            .find(|e| e.ty == TURN_START || e.ty == TURN_END)
+        {
+            if e.ty == TURN_START {
+                let turn = e
+                    .data
+                    .as_object()
+                    .and_then(|d| d.get("turn"))
+                    .map_or("?".into(), Value::to_json);
+                return Err(Error::rejected(
+                    "fork.open-turn",
+                    format!("fork boundary {b} in session \"{id}\" ends inside open turn {turn}"),
+                )
+                .with_code("OPEN_TURN"));
+            }
+        }
+        Ok(prefix.to_vec())
+    }
+
+    /// The header of a fork child (lifecycle.md §5 step 6).
+    pub fn fork_header(&self, child_id: &str, seed_length: usize, now: i64) -> Value {
+        let mut h = Object::new();
+        h.insert_str("version", Value::Number(seed::FORMAT_VERSION as f64));
+        h.insert_str("id", Value::str(child_id));
+        h.insert_str("createdAt", Value::Number(now as f64));
+        if let Some(cwd) = self.header.as_object().and_then(|o| o.get("cwd")) {
+            h.insert_str("cwd", cwd.clone());
+        }
+        h.insert_str("parentSession", Value::str(&self.id));
+        h.insert_str("seedLength", Value::Number(seed_length as f64));
+        Value::Object(h)
+    }
+
+    /// Drop the events from `len` on (events the store could not accept)
+    /// and rebuild the surface; the cached views notice by themselves.
+    pub fn truncate_uncommitted(&mut self, len: usize) {
+        if len >= self.log.len() {
+            return;
+        }
+        self.log.truncate(len);
+        let mut surface = Surface::new();
+        for (i, e) in self.log.iter().enumerate() {
+            if let Ok(plan) = surface.plan(
+                &candidate(e),
+                i as u64,
+                self.markers,
+                &LogLookup(&self.log[..i]),
+            ) {
+                surface.apply(e.seq, &plan);
+            }
+        }
+        self.surface = surface;
+        self.derive = DeriveCache::default();
+        self.folds = RequestFolds::default();
+    }
+}

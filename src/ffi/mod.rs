@@ -1,0 +1,251 @@
+//! The C ABI: `extern "C"` functions only. Each one checks its pointers and
+//! UTF-8, runs inside one panic boundary, and translates between C and the
+//! store/engine API. No rule of the session lives here.
+#![allow(non_camel_case_types)]
+
+mod handles;
+mod pure;
+mod session;
+mod store;
+
+pub use handles::{dsh_session, dsh_store};
+pub use pure::*;
+pub use session::*;
+pub use store::*;
+
+use std::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{Error, Result, Status};
+
+/// Status code returned by every fallible function (`DSH_OK` or a `DSH_E_*` value).
+pub type dsh_status = i32;
+
+/// Success.
+pub const DSH_OK: dsh_status = 0;
+/// The input is not JSON, or not lossless JSON (`json.*` rules).
+pub const DSH_E_INVALID_JSON: dsh_status = 1;
+/// Well-formed input that breaks a session rule; nothing changed.
+pub const DSH_E_REJECTED: dsh_status = 2;
+/// Stored data is damaged.
+pub const DSH_E_CORRUPT: dsh_status = 3;
+/// Stored data is intact but of another format or schema version.
+pub const DSH_E_SCHEMA_MISMATCH: dsh_status = 4;
+/// Operating-system or SQLite I/O failure.
+pub const DSH_E_IO: dsh_status = 5;
+/// Unknown session id.
+pub const DSH_E_NOT_FOUND: dsh_status = 6;
+/// Valid alone but clashes with current state (duplicate id, locked store, stale revision, ...).
+pub const DSH_E_CONFLICT: dsh_status = 7;
+/// NULL pointer, non-UTF-8 text, bad configuration, bad boundary.
+pub const DSH_E_INVALID_ARGUMENT: dsh_status = 8;
+/// The handle was closed, or poisoned by an earlier internal failure.
+pub const DSH_E_CLOSED: dsh_status = 9;
+/// A bug: a panic caught at the boundary.
+pub const DSH_E_INTERNAL: dsh_status = 99;
+
+/// A library-owned byte buffer holding UTF-8 JSON.
+///
+/// `ptr[len] == 0` always holds for a filled buffer, so C can print it with
+/// `%s`. Initialise with `DSH_BUF_INIT` and release with `dsh_buf_free`
+/// after every call, whatever the status. `cap` is private to the library.
+#[repr(C)]
+pub struct dsh_buf {
+    /// The text (NUL-terminated), or NULL when empty.
+    pub ptr: *mut c_char,
+    /// The length of the text in bytes, without the terminating NUL.
+    pub len: usize,
+    /// Private: the allocation's capacity.
+    pub cap: usize,
+}
+
+/// Fill `*out` (if `out` is not NULL) with `text`, overwriting what was there.
+fn write_out(out: *mut dsh_buf, text: String) {
+    if out.is_null() {
+        return;
+    }
+    let mut bytes = text.into_bytes();
+    bytes.push(0);
+    let mut bytes = std::mem::ManuallyDrop::new(bytes);
+    let buf = dsh_buf {
+        ptr: bytes.as_mut_ptr().cast(),
+        len: bytes.len() - 1,
+        cap: bytes.capacity(),
+    };
+    // SAFETY: `out` is non-NULL and the caller promises it points to a
+    // writable `dsh_buf`; we overwrite without reading the old contents.
+    unsafe { out.write(buf) };
+}
+
+/// The JSON error object of c-api.md.
+fn error_json(e: &Error) -> String {
+    use crate::json::{Object, Value};
+    let mut o = Object::new();
+    o.insert_str("status", Value::str(e.status.name()));
+    o.insert_str("code", Value::Number(e.status.code() as f64));
+    o.insert_str("rule", Value::str(e.rule));
+    o.insert_str("message", Value::str(&e.message));
+    if let Some(i) = e.index {
+        o.insert_str("index", Value::Number(i as f64));
+    }
+    if let Some(c) = e.code {
+        o.insert_str("referenceCode", Value::str(c));
+    }
+    Value::Object(o).to_json()
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// The one panic boundary: run `f`, write its JSON (or the error object)
+/// to `out`, and return the status.
+fn guard(out: *mut dsh_buf, f: impl FnOnce() -> Result<String>) -> dsh_status {
+    let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        Err(Error::new(
+            Status::Internal,
+            "internal.panic",
+            format!(
+                "internal error (a bug in dsh-session): {}",
+                panic_message(&*payload)
+            ),
+        ))
+    });
+    // Writing the output cannot panic short of allocation failure, which aborts.
+    match result {
+        Ok(text) => {
+            write_out(out, text);
+            DSH_OK
+        }
+        Err(e) => {
+            write_out(out, error_json(&e));
+            e.status.code()
+        }
+    }
+}
+
+fn null_arg(name: &str) -> Error {
+    Error::invalid_argument("arg.null", format!("{name} must not be NULL"))
+}
+
+/// A required NUL-terminated UTF-8 argument.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that stays valid for the call.
+unsafe fn arg_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(null_arg(name));
+    }
+    // SAFETY: non-NULL and NUL-terminated per the caller's contract.
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    std::str::from_utf8(bytes)
+        .map_err(|e| Error::invalid_argument("arg.utf8", format!("{name} is not valid UTF-8: {e}")))
+}
+
+/// An optional NUL-terminated UTF-8 argument (NULL = absent).
+///
+/// # Safety
+/// As [`arg_str`].
+unsafe fn opt_str<'a>(p: *const c_char, name: &str) -> Result<Option<&'a str>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded contract.
+    unsafe { arg_str(p, name) }.map(Some)
+}
+
+/// Release a buffer filled by the library. NULL-safe; zeroes the struct, so
+/// a second call on the same buffer is a no-op.
+///
+/// # Safety
+/// `buf` is NULL or points to a `dsh_buf` that is zeroed or was filled by
+/// this library and not modified since.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_buf_free(buf: *mut dsh_buf) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if buf.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL; the caller promises it points to a valid dsh_buf.
+        let b = unsafe { &mut *buf };
+        if !b.ptr.is_null() {
+            // SAFETY: ptr/len/cap describe a Vec<u8> we leaked in write_out
+            // (len + 1 bytes initialised, including the NUL).
+            drop(unsafe { Vec::from_raw_parts(b.ptr.cast::<u8>(), b.len + 1, b.cap) });
+        }
+        b.ptr = std::ptr::null_mut();
+        b.len = 0;
+        b.cap = 0;
+    }));
+}
+
+/// The name of a status code as a static string (`"DSH_E_UNKNOWN"` for
+/// values that are not status codes). Never NULL; do not free.
+#[no_mangle]
+pub extern "C" fn dsh_status_name(status: dsh_status) -> *const c_char {
+    let name: &'static CStr = match Status::from_code(status) {
+        Some(Status::Ok) => c"DSH_OK",
+        Some(Status::InvalidJson) => c"DSH_E_INVALID_JSON",
+        Some(Status::Rejected) => c"DSH_E_REJECTED",
+        Some(Status::Corrupt) => c"DSH_E_CORRUPT",
+        Some(Status::SchemaMismatch) => c"DSH_E_SCHEMA_MISMATCH",
+        Some(Status::Io) => c"DSH_E_IO",
+        Some(Status::NotFound) => c"DSH_E_NOT_FOUND",
+        Some(Status::Conflict) => c"DSH_E_CONFLICT",
+        Some(Status::InvalidArgument) => c"DSH_E_INVALID_ARGUMENT",
+        Some(Status::Closed) => c"DSH_E_CLOSED",
+        Some(Status::Internal) => c"DSH_E_INTERNAL",
+        None => c"DSH_E_UNKNOWN",
+    };
+    name.as_ptr()
+}
+
+/// The ABI version of this library, derived by build.rs from the crate
+/// version (the minor before 1.0, the major after).
+const DSH_ABI: u32 = parse_u32(env!("DSH_ABI_VERSION"));
+
+const fn parse_u32(s: &str) -> u32 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut n = 0u32;
+    while i < b.len() {
+        n = n * 10 + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    n
+}
+
+/// The crate version, e.g. `"0.1.0"`. Static; do not free.
+#[no_mangle]
+pub extern "C" fn dsh_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// The ABI version this library was built with; compare it with the
+/// `DSH_ABI_VERSION` macro of the header the host was compiled against.
+#[no_mangle]
+pub extern "C" fn dsh_abi_version() -> u32 {
+    DSH_ABI
+}
+
+/// Build information: `{"version","abi","features":[...],"backends":[...]}`.
+/// Returns `DSH_OK`.
+///
+/// # Safety
+/// `out` is NULL or points to a writable `dsh_buf`.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_build_info(out: *mut dsh_buf) -> dsh_status {
+    guard(out, || {
+        Ok(format!(
+            "{{\"version\":\"{}\",\"abi\":{},\"features\":[],\"backends\":[\"memory\"]}}",
+            env!("CARGO_PKG_VERSION"),
+            DSH_ABI
+        ))
+    })
+}

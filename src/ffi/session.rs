@@ -1,0 +1,441 @@
+//! `dsh_session_*`.
+
+use std::ffi::c_char;
+
+use super::handles;
+use super::{arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, null_arg, opt_str};
+use crate::engine::event::events_to_json;
+use crate::engine::surface::write_seqs;
+use crate::error::{Error, Result};
+use crate::json::{self, Value};
+
+/// Write a new session handle to `*session` (NULL on failure).
+///
+/// # Safety
+/// `session` is NULL or writable.
+unsafe fn hand_out(
+    session: *mut *mut dsh_session,
+    out: *mut dsh_buf,
+    f: impl FnOnce() -> Result<(std::sync::Arc<crate::store::LiveSession>, String)>,
+) -> dsh_status {
+    if !session.is_null() {
+        // SAFETY: non-NULL out-pointer supplied by the caller.
+        unsafe { session.write(std::ptr::null_mut()) };
+    }
+    guard(out, || {
+        if session.is_null() {
+            return Err(null_arg("session"));
+        }
+        let (live, text) = f()?;
+        // SAFETY: checked non-NULL above.
+        unsafe { session.write(handles::new_session(live)) };
+        Ok(text)
+    })
+}
+
+/// Create a session in `store`.
+///
+/// `options_json` (may be NULL) is an object with keys `id` (generated when
+/// absent), `seed` (array of complete events; the session then appends
+/// `session/end-seed` unless the seed ends with one), `legacy` (boolean,
+/// default false: accept message events without surface markers as appends,
+/// see docs/decisions.md) and the optional header fields `cwd`,
+/// `parentSession`, `origin`, `delegationDepth`, `agentPreset`. On success
+/// `*session` receives a handle to release with `dsh_session_close` and
+/// `out` the session header; on failure `*session` is NULL.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_REJECTED` (seed or header
+/// rules; the error carries the seed `index`), `DSH_E_CONFLICT` (id in use),
+/// `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`, `DSH_E_IO`.
+///
+/// # Safety
+/// Pointers are NULL or valid; strings are NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_create(
+    store: *mut dsh_store,
+    options_json: *const c_char,
+    session: *mut *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        hand_out(session, out, || {
+            let s = handles::store(store)?;
+            let options = opt_str(options_json, "options_json")?;
+            let live = s.create(options)?;
+            let header = live.with(|s| Ok(s.header().to_json()))?;
+            Ok((live, header))
+        })
+    }
+}
+
+/// Open a stored session: load it, run crash repair, make the repair
+/// durable, and return a handle. `out` =
+/// `{"header":{...},"repaired":[...closing events appended by repair]}`.
+///
+/// Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CONFLICT` (already open),
+/// `DSH_E_CORRUPT`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO`,
+/// `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// Pointers are NULL or valid; `session_id` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_open(
+    store: *mut dsh_store,
+    session_id: *const c_char,
+    session: *mut *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        hand_out(session, out, || {
+            let s = handles::store(store)?;
+            let id = arg_str(session_id, "session_id")?;
+            let (live, repaired) = s.open_session(id)?;
+            let header = live.with(|s| Ok(s.header().to_json()))?;
+            let repaired = events_to_json(repaired.iter().map(|e| &**e));
+            Ok((
+                live,
+                format!("{{\"header\":{header},\"repaired\":{repaired}}}"),
+            ))
+        })
+    }
+}
+
+/// Fork `source` into a new session of the same store.
+///
+/// `boundary` is the seq of the last source event the child keeps
+/// (inclusive); `-1` means the source's last event (an empty source then
+/// gives an empty seed). `options_json` (may be NULL) may name the child
+/// `id` and may carry `boundary` as any JSON value, which is then used
+/// instead of the integer argument (which must be `-1`). The child gets the
+/// inherited events plus `session/end-seed`, and `out` its header.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT` (`fork.boundary-invalid`,
+/// `fork.out-of-range`), `DSH_E_REJECTED` (`fork.open-turn`, seed rules),
+/// `DSH_E_CONFLICT` (`fork.child-exists`), `DSH_E_CLOSED`, `DSH_E_IO`.
+///
+/// # Safety
+/// Pointers are NULL or valid; strings are NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_fork(
+    source: *mut dsh_session,
+    boundary: i64,
+    options_json: *const c_char,
+    child: *mut *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        hand_out(child, out, || {
+            let s = handles::session(source)?;
+            let options = opt_str(options_json, "options_json")?;
+            let (child_id, option_boundary) = fork_options(options)?;
+            let boundary = match (option_boundary, boundary) {
+                (Some(b), -1) => Some(b),
+                (Some(_), _) => {
+                    return Err(Error::invalid_argument(
+                        "arg.boundary",
+                        "give the boundary either as the argument or as the \"boundary\" option (with the argument -1)",
+                    ))
+                }
+                (None, -1) => None,
+                (None, b) => Some(Value::Number(b as f64)),
+            };
+            let live = s.fork(boundary.as_ref(), child_id)?;
+            let header = live.with(|s| Ok(s.header().to_json()))?;
+            Ok((live, header))
+        })
+    }
+}
+
+fn fork_options(text: Option<&str>) -> Result<(Option<String>, Option<Value>)> {
+    let Some(text) = text else {
+        return Ok((None, None));
+    };
+    let value = json::parse(text).map_err(|e| {
+        Error::invalid_json("json.parse", format!("options_json is not valid JSON: {e}"))
+    })?;
+    if value.is_null() {
+        return Ok((None, None));
+    }
+    let mut o = value.into_object().map_err(|_| {
+        Error::invalid_argument(
+            "arg.not-object",
+            "fork options must be a JSON object or null",
+        )
+    })?;
+    if let Some((k, _)) = o.iter().find(|(k, _)| *k != "id" && *k != "boundary") {
+        return Err(Error::invalid_argument(
+            "arg.option-unknown",
+            format!("unknown fork option \"{}\"", k.to_string_lossy()),
+        ));
+    }
+    let id = match o.remove("id") {
+        None => None,
+        Some(v) => Some(
+            v.as_str()
+                .filter(|s| !s.is_empty() && !s.contains('\0'))
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    Error::invalid_argument("arg.id", "child id must be a non-empty string")
+                })?,
+        ),
+    };
+    Ok((id, o.remove("boundary")))
+}
+
+/// Drain the session's pending writes, then release the handle (also when
+/// the drain fails; the status reports it). NULL-safe (returns
+/// `DSH_E_INVALID_ARGUMENT`); a second close returns `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a pointer returned by this library.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_close(
+    session: *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        let live = handles::release_session(session)?;
+        live.close()?;
+        Ok("{\"ok\":true}".to_string())
+    })
+}
+
+/// Append one event: `type` is the event type, `data_json` its data,
+/// `intent_json` (may be NULL) the surface intent
+/// `{"surfaceOp": "append" | {"op":"replace","start":S,"end":E}, "sourceEventSeqs": [...]}`.
+/// The session assigns `seq` and `time`; `out` = the committed event.
+/// Never waits for disk.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_JSON` (`json.*`), `DSH_E_REJECTED`
+/// (`surface.*`, `header.legacy*`), `DSH_E_CONFLICT` (`append.reentrant`),
+/// `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`, `DSH_E_IO`.
+///
+/// # Safety
+/// Pointers are NULL or valid; strings are NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_append(
+    session: *mut dsh_session,
+    type_: *const c_char,
+    data_json: *const c_char,
+    intent_json: *const c_char,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        let s = handles::session(session)?;
+        // SAFETY: forwarded caller contract.
+        let (ty, data, intent) = unsafe {
+            (
+                arg_str(type_, "type")?,
+                arg_str(data_json, "data_json")?,
+                opt_str(intent_json, "intent_json")?,
+            )
+        };
+        Ok(s.append(ty, data, intent)?.to_json())
+    })
+}
+
+/// Append `[{"type":...,"data":...,"intent":{...}}, ...]` all or nothing:
+/// each item is checked against the state after the ones before it; on the
+/// first failure nothing is committed and the error carries `index`.
+/// `out` = the array of committed events.
+///
+/// Returns as `dsh_session_append`.
+///
+/// # Safety
+/// Pointers are NULL or valid; strings are NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_append_batch(
+    session: *mut dsh_session,
+    batch_json: *const c_char,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        let s = handles::session(session)?;
+        // SAFETY: forwarded caller contract.
+        let batch = unsafe { arg_str(batch_json, "batch_json")? };
+        let events = s.append_batch(batch)?;
+        Ok(events_to_json(events.iter().map(|e| &**e)))
+    })
+}
+
+/// The checks of `dsh_session_append` without committing anything. `out` =
+/// the event `append` would commit now (its `time` is the time of the check).
+///
+/// Returns as `dsh_session_append`.
+///
+/// # Safety
+/// Pointers are NULL or valid; strings are NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_validate(
+    session: *mut dsh_session,
+    type_: *const c_char,
+    data_json: *const c_char,
+    intent_json: *const c_char,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        let s = handles::session(session)?;
+        // SAFETY: forwarded caller contract.
+        let (ty, data, intent) = unsafe {
+            (
+                arg_str(type_, "type")?,
+                arg_str(data_json, "data_json")?,
+                opt_str(intent_json, "intent_json")?,
+            )
+        };
+        Ok(s.validate(ty, data, intent)?.to_json())
+    })
+}
+
+/// Return once every event appended so far is durable (the persistence
+/// barrier); a memory store returns at once. `out` = `{"ok":true}`.
+///
+/// Returns `DSH_OK`, `DSH_E_IO`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_flush(
+    session: *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.flush()?;
+        Ok("{\"ok\":true}".to_string())
+    })
+}
+
+/// `{"id","header","length","firstLiveSeq","replaceGeneration","openTurn"}`
+/// (`openTurn` is the open turn number or null).
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_info(
+    session: *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.with(|s| {
+            Ok(format!(
+                "{{\"id\":{},\"header\":{},\"length\":{},\"firstLiveSeq\":{},\"replaceGeneration\":{},\"openTurn\":{}}}",
+                Value::str(s.id()).to_json(),
+                s.header().to_json(),
+                s.events().len(),
+                s.first_live_seq(),
+                s.surface().generation(),
+                s.open_turn().map_or_else(|| "null".to_string(), Value::to_json),
+            ))
+        })
+    })
+}
+
+/// The events with `from_seq <= seq < to_seq` as a JSON array (`to_seq` is
+/// clamped to the length; `UINT64_MAX` means all).
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_events(
+    session: *mut dsh_session,
+    from_seq: u64,
+    to_seq: u64,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.with(|s| {
+            let len = s.events().len() as u64;
+            let to = to_seq.min(len);
+            let from = from_seq.min(to);
+            Ok(events_to_json(
+                s.events()[from as usize..to as usize].iter().map(|e| &**e),
+            ))
+        })
+    })
+}
+
+/// The live surface: `{"nodes":[seq,...],"replaceGeneration":n}`.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_surface(
+    session: *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.with(|s| {
+            let mut text = String::from("{\"nodes\":");
+            write_seqs(&mut text, s.surface().nodes());
+            text.push_str(&format!(
+                ",\"replaceGeneration\":{}}}",
+                s.surface().generation()
+            ));
+            Ok(text)
+        })
+    })
+}
+
+/// The derived message list (derive.md): the messages of the surface nodes
+/// in surface order. Cached: O(new events) per call while no replace happened.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_derive(
+    session: *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.with(|s| Ok(s.derive_json()))
+    })
+}
+
+/// The folded request header in canonical form, or `null`.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_request_header(
+    session: *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.with(|s| {
+            Ok(s.request_header()
+                .map_or_else(|| "null".to_string(), Value::to_json))
+        })
+    })
+}
+
+/// The data of the latest `request/context` event, or `null`.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_request_context(
+    session: *mut dsh_session,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.with(|s| {
+            Ok(s.request_context()
+                .map_or_else(|| "null".to_string(), Value::to_json))
+        })
+    })
+}

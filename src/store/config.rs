@@ -1,0 +1,139 @@
+//! Parsing of the JSON configuration and option objects given at the ABI.
+
+use crate::engine::session::parse_input;
+use crate::engine::Markers;
+use crate::error::{Error, Result};
+use crate::json::{Object, Value};
+
+/// A parsed `dsh_store_open` configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// Sessions live in memory.
+    Memory,
+}
+
+fn config_error(message: impl Into<String>) -> Error {
+    Error::invalid_argument("config.invalid", message)
+}
+
+fn object_or_null(text: Option<&str>, what: &str) -> Result<Option<Object>> {
+    let Some(text) = text else { return Ok(None) };
+    let value = parse_input(text, what)?;
+    if value.is_null() {
+        return Ok(None);
+    }
+    value.into_object().map(Some).map_err(|_| {
+        Error::invalid_argument(
+            "arg.not-object",
+            format!("{what} must be a JSON object or null"),
+        )
+    })
+}
+
+impl StoreConfig {
+    /// Parse `config_json` (NULL or `null` = memory).
+    pub fn parse(text: Option<&str>) -> Result<StoreConfig> {
+        let Some(o) = object_or_null(text, "store configuration")? else {
+            return Ok(StoreConfig::Memory);
+        };
+        for (k, _) in o.iter() {
+            let known = ["backend", "path", "compression", "batchWindowMs"];
+            if !known.iter().any(|n| k == *n) {
+                return Err(config_error(format!(
+                    "unknown store configuration key \"{}\"",
+                    k.to_string_lossy()
+                )));
+            }
+        }
+        if let Some(w) = o.get("batchWindowMs") {
+            if w.as_safe_u64().is_none_or(|w| w > i32::MAX as u64) {
+                return Err(config_error(
+                    "batchWindowMs must be an integer between 0 and 2147483647",
+                ));
+            }
+        }
+        match o.get("backend").map(|b| b.as_str()) {
+            None | Some(Some("memory")) => Ok(StoreConfig::Memory),
+            Some(Some(b @ ("sqlite" | "jsonl"))) => Err(config_error(format!(
+                "the \"{b}\" backend is not available in this build yet"
+            ))),
+            _ => Err(config_error(
+                "backend must be \"memory\", \"sqlite\" or \"jsonl\"",
+            )),
+        }
+    }
+}
+
+/// Parsed `dsh_session_create` options.
+#[derive(Debug, Default)]
+pub struct CreateOptions {
+    /// The requested id.
+    pub id: Option<String>,
+    /// The seed, when one was given (an empty array counts).
+    pub seed: Option<Vec<Value>>,
+    /// Optional session header fields, in the header's key order.
+    pub header_fields: Object,
+    /// Legacy mode (message events without markers count as appends).
+    pub markers: Markers,
+}
+
+/// The optional header fields a caller may set, in header key order.
+const HEADER_FIELDS: [&str; 5] = [
+    "cwd",
+    "parentSession",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+];
+
+impl CreateOptions {
+    /// Parse `options_json` (NULL or `null` = defaults).
+    pub fn parse(text: Option<&str>) -> Result<CreateOptions> {
+        let mut opts = CreateOptions::default();
+        let Some(mut o) = object_or_null(text, "session options")? else {
+            return Ok(opts);
+        };
+        for (k, _) in o.iter() {
+            let known =
+                k == "id" || k == "seed" || k == "legacy" || HEADER_FIELDS.iter().any(|f| k == *f);
+            if !known {
+                return Err(Error::invalid_argument(
+                    "arg.option-unknown",
+                    format!("unknown session option \"{}\"", k.to_string_lossy()),
+                ));
+            }
+        }
+        if let Some(id) = o.remove("id") {
+            let id = id.as_str().filter(|s| !s.is_empty() && !s.contains('\0'));
+            let Some(id) = id else {
+                return Err(Error::invalid_argument(
+                    "arg.id",
+                    "session id must be a non-empty string of valid Unicode without NUL",
+                ));
+            };
+            opts.id = Some(id.to_string());
+        }
+        if let Some(seed) = o.remove("seed") {
+            let seed = seed.into_array().map_err(|_| {
+                Error::invalid_argument("arg.seed", "seed must be an array of events")
+            })?;
+            opts.seed = Some(seed);
+        }
+        match o.remove("legacy") {
+            None | Some(Value::Bool(false)) => {}
+            Some(Value::Bool(true)) => opts.markers = Markers::LegacyAppend,
+            Some(_) => {
+                return Err(Error::invalid_argument(
+                    "arg.legacy",
+                    "legacy must be a boolean",
+                ))
+            }
+        }
+        for f in HEADER_FIELDS {
+            if let Some(v) = o.remove(f) {
+                opts.header_fields.insert_str(f, v);
+            }
+        }
+        Ok(opts)
+    }
+}

@@ -1,0 +1,209 @@
+//! A live session: the engine session behind a lock, wired to its store's
+//! backend and observer. Calls on one session are serialized; the observer
+//! runs after the lock is released, and an append it makes on the session it
+//! is being told about is refused (`append.reentrant`).
+
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{now_ms, Notice, Store};
+use crate::engine::{Event, Session};
+use crate::error::{Error, Result, Status};
+
+thread_local! {
+    /// Sessions whose notifications this thread is delivering right now.
+    static PUBLISHING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A session handed out by a store.
+pub struct LiveSession {
+    store: Arc<Store>,
+    id: String,
+    state: Mutex<Option<Session>>,
+}
+
+impl std::fmt::Debug for LiveSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSession")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn closed(id: &str) -> Error {
+    Error::new(
+        Status::Closed,
+        "handle.closed",
+        format!("session \"{id}\" is closed"),
+    )
+}
+
+impl LiveSession {
+    pub(crate) fn new(store: Arc<Store>, session: Session) -> LiveSession {
+        LiveSession {
+            store,
+            id: session.id().to_string(),
+            state: Mutex::new(Some(session)),
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The store this session belongs to.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Option<Session>>> {
+        // A panic while the lock was held may have left the session half
+        // updated: it is poisoned for good.
+        self.state.lock().map_err(|_| {
+            Error::new(
+                Status::Closed,
+                "handle.poisoned",
+                format!(
+                    "session \"{}\" is poisoned by an earlier internal failure",
+                    self.id
+                ),
+            )
+        })
+    }
+
+    /// Run `f` on the open session.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+        let mut guard = self.lock()?;
+        let session = guard.as_mut().ok_or_else(|| closed(&self.id))?;
+        f(session)
+    }
+
+    fn key(&self) -> usize {
+        self as *const LiveSession as usize
+    }
+
+    fn check_reentrant(&self) -> Result<()> {
+        let key = self.key();
+        if PUBLISHING.with(|p| p.borrow().contains(&key)) {
+            return Err(Error::new(
+                Status::Conflict,
+                "append.reentrant",
+                "session append cannot re-enter during publication",
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn notify(&self, notice: Notice<'_>) {
+        let Some(observer) = self.store.observer() else {
+            return;
+        };
+        let key = self.key();
+        PUBLISHING.with(|p| p.borrow_mut().push(key));
+        struct Pop;
+        impl Drop for Pop {
+            fn drop(&mut self) {
+                PUBLISHING.with(|p| {
+                    p.borrow_mut().pop();
+                });
+            }
+        }
+        let _pop = Pop;
+        observer(&self.id, notice);
+    }
+
+    /// Commit events produced by `f` and hand them to the backend; the
+    /// observer hears about each one afterwards.
+    fn commit(
+        &self,
+        f: impl FnOnce(&mut Session, i64) -> Result<Vec<Arc<Event>>>,
+    ) -> Result<Vec<Arc<Event>>> {
+        self.check_reentrant()?;
+        let events = {
+            let mut guard = self.lock()?;
+            let session = guard.as_mut().ok_or_else(|| closed(&self.id))?;
+            let len = session.events().len();
+            let events = f(session, now_ms())?;
+            if !events.is_empty() {
+                if let Err(e) = self.store.lock().backend.append(&self.id, &events) {
+                    session_rollback(session, len);
+                    return Err(e);
+                }
+            }
+            events
+        };
+        for e in &events {
+            self.notify(Notice::Event(&e.to_json()));
+        }
+        Ok(events)
+    }
+
+    /// `append(type, data, intent)`.
+    pub fn append(&self, ty: &str, data: &str, intent: Option<&str>) -> Result<Arc<Event>> {
+        let mut v = self.commit(|s, now| Ok(vec![s.append(ty, data, intent, now)?]))?;
+        Ok(v.remove(0))
+    }
+
+    /// All-or-nothing batch append.
+    pub fn append_batch(&self, batch: &str) -> Result<Vec<Arc<Event>>> {
+        self.commit(|s, now| s.append_batch(batch, now))
+    }
+
+    /// The event `append` would commit now.
+    pub fn validate(&self, ty: &str, data: &str, intent: Option<&str>) -> Result<Event> {
+        self.with(|s| s.validate(ty, data, intent, now_ms()))
+    }
+
+    /// Wait until everything appended so far is durable.
+    pub fn flush(&self) -> Result<()> {
+        self.with(|_| Ok(()))?;
+        let result = self.store.flush();
+        let payload = match &result {
+            Ok(()) => "{\"ok\":true}".to_string(),
+            Err(e) => format!("{{\"ok\":false,\"rule\":\"{}\"}}", e.rule),
+        };
+        self.notify(Notice::Flush(&payload));
+        result
+    }
+
+    /// Fork this session into a new live session of the same store.
+    pub fn fork(
+        &self,
+        boundary: Option<&crate::json::Value>,
+        child_id: Option<String>,
+    ) -> Result<Arc<LiveSession>> {
+        let guard = self.lock()?;
+        let session = guard.as_ref().ok_or_else(|| closed(&self.id))?;
+        self.store.fork(session, boundary, child_id)
+    }
+
+    /// Drain pending writes and release the session. A second close reports
+    /// `DSH_E_CLOSED`.
+    pub fn close(&self) -> Result<()> {
+        let session = self.lock()?.take();
+        if session.is_none() {
+            return Err(closed(&self.id));
+        }
+        let result = self.store.flush();
+        self.store.release(&self.id);
+        self.notify(Notice::Disposed);
+        result
+    }
+}
+
+impl Drop for LiveSession {
+    fn drop(&mut self) {
+        let open = self.state.get_mut().map(|s| s.is_some()).unwrap_or(true);
+        if open {
+            let _ = self.store.flush();
+            self.store.release(&self.id);
+        }
+    }
+}
+
+/// Undo a commit the backend refused (the memory backend never does; the
+/// durable backends report such failures at flush instead).
+fn session_rollback(session: &mut Session, len: usize) {
+    session.truncate_uncommitted(len);
+}
