@@ -255,7 +255,7 @@ fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()>
                 format!("sourceEventSeqs on event at seq {seq} must be an array"),
             )
         })?;
-        if arr.is_empty() && !c.ty.is_some_and(|t| t == ASSISTANT_MESSAGE) {
+        if arr.is_empty() && c.ty.is_none_or(|t| t != ASSISTANT_MESSAGE) {
             return Err(Error::rejected(
                 "surface.sources-empty",
                 format!("sourceEventSeqs on event \"{type_name}\" at seq {seq} may be empty only on assistant/message"),

@@ -249,3 +249,60 @@ pub unsafe extern "C" fn dsh_build_info(out: *mut dsh_buf) -> dsh_status {
         ))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_header_matches_the_generated_one() {
+        let generated = include_str!(concat!(env!("OUT_DIR"), "/dsh_session.h"));
+        let committed = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/include/dsh_session.h"
+        ));
+        assert!(
+            generated == committed,
+            "include/dsh_session.h is stale: run `DSH_BLESS_HEADER=1 cargo build` and commit it"
+        );
+    }
+
+    #[test]
+    fn every_status_has_its_c_name() {
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 99] {
+            let status = Status::from_code(code).expect("known code");
+            // SAFETY: dsh_status_name returns a static NUL-terminated string.
+            let name = unsafe { CStr::from_ptr(dsh_status_name(code)) };
+            assert_eq!(name.to_str().unwrap(), status.name());
+        }
+        // SAFETY: as above.
+        let unknown = unsafe { CStr::from_ptr(dsh_status_name(42)) };
+        assert_eq!(unknown.to_str().unwrap(), "DSH_E_UNKNOWN");
+    }
+
+    #[test]
+    fn a_panic_becomes_dsh_e_internal_with_an_error_object() {
+        let mut buf = dsh_buf {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            cap: 0,
+        };
+        let status = guard(&mut buf, || panic!("boom"));
+        assert_eq!(status, DSH_E_INTERNAL);
+        // SAFETY: the guard filled the buffer.
+        let text = unsafe { CStr::from_ptr(buf.ptr) }
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains("\"rule\":\"internal.panic\"") && text.contains("boom"),
+            "{text}"
+        );
+        // SAFETY: filled by the library; freeing twice is a no-op.
+        unsafe {
+            dsh_buf_free(&mut buf);
+            dsh_buf_free(&mut buf);
+        }
+        assert!(buf.ptr.is_null());
+    }
+}

@@ -13,6 +13,8 @@
 mod object;
 mod parse;
 mod string;
+#[cfg(test)]
+mod tests;
 mod value;
 mod write;
 

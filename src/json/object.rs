@@ -98,10 +98,12 @@ fn cmp_index(a: &[u8], b: &[u8]) -> Ordering {
 }
 
 impl Object {
+    /// An empty object.
     pub fn new() -> Object {
         Object::default()
     }
 
+    /// An empty object with room for `n` entries.
     pub fn with_capacity(n: usize) -> Object {
         Object {
             entries: Vec::with_capacity(n),
@@ -109,10 +111,12 @@ impl Object {
         }
     }
 
+    /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// True when the object has no entries.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -148,28 +152,34 @@ impl Object {
         self.find(key).ok().map(|p| &self.entries[p].1)
     }
 
+    /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.get_wtf8(key.as_bytes())
     }
 
+    /// The value of `key` given as a [`JsString`].
     pub fn get_js(&self, key: &JsString) -> Option<&Value> {
         self.get_wtf8(key.as_wtf8())
     }
 
+    /// The value of `key`, mutable.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
         let p = self.find(key.as_bytes()).ok()?;
         Some(&mut self.entries[p].1)
     }
 
+    /// The value of `key` given as a [`JsString`], mutable.
     pub fn get_js_mut(&mut self, key: &JsString) -> Option<&mut Value> {
         let p = self.find(key.as_wtf8()).ok()?;
         Some(&mut self.entries[p].1)
     }
 
+    /// True when `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {
         self.find(key.as_bytes()).is_ok()
     }
 
+    /// True when `key`, given as a [`JsString`], is present.
     pub fn contains_key_js(&self, key: &JsString) -> bool {
         self.find(key.as_wtf8()).is_ok()
     }
@@ -191,6 +201,7 @@ impl Object {
         }
     }
 
+    /// [`insert`](Self::insert) with a `&str` key.
     pub fn insert_str(&mut self, key: &str, value: Value) -> Option<Value> {
         self.insert(JsString::from_str(key), value)
     }
@@ -216,6 +227,7 @@ impl Object {
         self.remove_wtf8(key.as_bytes())
     }
 
+    /// [`remove`](Self::remove) with a [`JsString`] key.
     pub fn remove_js(&mut self, key: &JsString) -> Option<Value> {
         self.remove_wtf8(key.as_wtf8())
     }
@@ -243,14 +255,17 @@ impl Object {
         self.entries.iter_mut().map(|(k, v)| (&*k, v))
     }
 
+    /// Keys in property order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &JsString> + ExactSizeIterator {
         self.entries.iter().map(|(k, _)| k)
     }
 
+    /// Values in property order.
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &Value> + ExactSizeIterator {
         self.entries.iter().map(|(_, v)| v)
     }
 
+    /// Values in property order, mutable.
     pub fn values_mut(
         &mut self,
     ) -> impl DoubleEndedIterator<Item = &mut Value> + ExactSizeIterator {

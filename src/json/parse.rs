@@ -9,7 +9,9 @@ use super::write::find_special;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message} at byte {offset}")]
 pub struct ParseError {
+    /// Byte offset in the input where the error was detected.
     pub offset: usize,
+    /// What was wrong, without the offset (e.g. `invalid escape`).
     pub message: String,
 }
 

@@ -274,8 +274,6 @@ impl Store {
             } else if !pending.is_empty() {
                 st.backend.append(&id, &pending)?;
                 st.backend.flush()?;
-            } else if session.events().len() == 0 {
-                // nothing to persist
             }
             st.live.insert(id.clone());
         }

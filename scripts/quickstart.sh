@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Build the library and run examples/quickstart.c against it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v cargo >/dev/null || { echo "quickstart needs Rust (cargo): https://rustup.rs" >&2; exit 1; }
+command -v cc >/dev/null || { echo "quickstart needs a C compiler (cc)" >&2; exit 1; }
+cargo build --release --quiet
+mkdir -p target/quickstart
+# cargo does not create the SONAME link (libdsh_session.so.<ABI>) that the loader looks for.
+soname=$(readelf -d target/release/libdsh_session.so | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+ln -sf libdsh_session.so "target/release/$soname"
+cc -std=c99 -Wall -Wextra -Werror -Iinclude examples/quickstart.c \
+   -Ltarget/release -ldsh_session -Wl,-rpath,"$PWD/target/release" -o target/quickstart/quickstart
+./target/quickstart/quickstart

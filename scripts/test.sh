@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Every test of dsh-session, with the set-up a fresh machine needs.
+# Installs missing system packages from Debian (valgrind, pkg-config, a C
+# compiler); crates come from crates.io through cargo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v cc >/dev/null || missing+=(build-essential)
+command -v valgrind >/dev/null || missing+=(valgrind)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v readelf >/dev/null || missing+=(binutils)
+if ((${#missing[@]})); then
+    echo "==> installing ${missing[*]}"
+    sudo_cmd=()
+    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "==> format and lints"
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
+
+echo "==> cargo test (unit, conformance vectors, checklist, C ABI misuse)"
+cargo test --locked
+
+echo "==> C ABI misuse test under valgrind"
+DSH_VALGRIND=1 cargo test --locked --test c_abi
+
+echo "==> quickstart"
+./scripts/quickstart.sh >/dev/null
+echo "quickstart ran"
