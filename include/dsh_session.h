@@ -43,6 +43,21 @@
 #define FORMAT_VERSION 0
 
 /**
+ * The default write-behind window.
+ */
+#define DEFAULT_BATCH_WINDOW_MS 25
+
+/**
+ * Pending events above which an append waits for the disk.
+ */
+#define HIGH_WATER_EVENTS 100000
+
+/**
+ * Size limits of a packed row.
+ */
+typedef struct Bounds Bounds;
+
+/**
  * One envelope key; an event remembers the order its keys were given in.
  */
 typedef struct EnvKey EnvKey;
@@ -165,6 +180,10 @@ typedef void (*dsh_observer_fn)(void *user_data,
  * A bug: a panic caught at the boundary.
  */
 #define DSH_E_INTERNAL 99
+
+
+
+
 
 #ifdef __cplusplus
 extern "C" {
@@ -481,6 +500,20 @@ dsh_status dsh_store_open(const char *config_json, struct dsh_store **store, str
  * `store` is NULL or a handle from `dsh_store_open`; `out` is NULL or writable.
  */
 dsh_status dsh_store_list(struct dsh_store *store, struct dsh_buf *out);
+
+/**
+ * Delete a stored session that is not open: its log and header are
+ * removed from the store for good. `out` = `{"ok":true}` or the error.
+ *
+ * Returns `DSH_OK`, `DSH_E_NOT_FOUND` (nothing stored under the id),
+ * `DSH_E_CONFLICT` (`store.delete-live`: the session is open),
+ * `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`, `DSH_E_IO`.
+ *
+ * # Safety
+ * `store` is NULL or a handle from `dsh_store_open`; `session_id` is NULL
+ * or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_store_delete(struct dsh_store *store, const char *session_id, struct dsh_buf *out);
 
 /**
  * Drain every pending write of the store, then release the handle (also

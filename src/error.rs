@@ -87,6 +87,8 @@ pub struct Error {
     pub index: Option<usize>,
     /// The reference's structured code where it had one (fork errors).
     pub code: Option<&'static str>,
+    /// The inner rule of a wrapping error (`load.validation`).
+    pub cause: Option<&'static str>,
 }
 
 impl fmt::Display for Error {
@@ -110,6 +112,7 @@ impl Error {
             message: message.into(),
             index: None,
             code: None,
+            cause: None,
         }
     }
 
@@ -138,6 +141,18 @@ impl Error {
     pub fn with_code(mut self, code: &'static str) -> Error {
         self.code = Some(code);
         self
+    }
+
+    /// This error wrapped as `rule` (status `status`), keeping its rule as the cause.
+    pub fn wrapped(self, status: Status, rule: &'static str, prefix: &str) -> Error {
+        Error {
+            status,
+            rule,
+            message: format!("{prefix}{}", self.message),
+            index: self.index,
+            code: self.code,
+            cause: Some(self.rule),
+        }
     }
 
     /// The same error with `prefix` in front of its message.

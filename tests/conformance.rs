@@ -322,8 +322,12 @@ fn run_fork(run: &Run, step: &J, exp: &Value) -> Result<(), String> {
         check_value("fork", &got, exp)
     })();
     if !child.is_null() {
-        // SAFETY: handle made above.
-        unsafe { dsh_session_close(child, ptr::null_mut()) };
+        let id = cstr("child");
+        // SAFETY: handles made by this run; the child id is free again after.
+        unsafe {
+            dsh_session_close(child, ptr::null_mut());
+            dsh_store_delete(run.store, id.as_ptr(), ptr::null_mut());
+        }
     }
     result
 }

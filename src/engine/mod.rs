@@ -8,6 +8,7 @@ pub mod request;
 pub mod seed;
 pub mod session;
 pub mod surface;
+pub mod upgrade;
 pub mod vocabulary;
 
 pub use event::Event;

@@ -112,6 +112,21 @@ fn check_admitted(event: &Event, index: usize) -> Result<()> {
     Ok(())
 }
 
+/// The `msg.*` rules for one event of a stored log (`adoptSessionEvent`);
+/// other types pass. `subject` names the event in messages.
+pub fn check_event_message(event: &Event, subject: &str) -> Result<()> {
+    let subject = || subject.to_string();
+    if event.ty == USER_MESSAGE {
+        check_message(Some(&event.data), MessageKind::User, &subject)
+    } else if event.ty == ASSISTANT_MESSAGE {
+        check_message(message_of(&event.data), MessageKind::Assistant, &subject)
+    } else if event.ty == TOOL_RESULT {
+        check_message(message_of(&event.data), MessageKind::ToolResult, &subject)
+    } else {
+        Ok(())
+    }
+}
+
 fn message_of(data: &Value) -> Option<&Value> {
     data.as_object()?.get("message")
 }

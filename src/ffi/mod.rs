@@ -91,6 +91,9 @@ fn error_json(e: &Error) -> String {
     if let Some(c) = e.code {
         o.insert_str("referenceCode", Value::str(c));
     }
+    if let Some(c) = e.cause {
+        o.insert_str("cause", Value::str(c));
+    }
     Value::Object(o).to_json()
 }
 

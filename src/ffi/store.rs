@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 use super::handles;
-use super::{dsh_buf, dsh_status, dsh_store, guard, null_arg, opt_str};
+use super::{arg_str, dsh_buf, dsh_status, dsh_store, guard, null_arg, opt_str};
 use crate::store::{Notice, Store};
 
 /// Open a store.
@@ -55,6 +55,31 @@ pub unsafe extern "C" fn dsh_store_open(
 #[no_mangle]
 pub unsafe extern "C" fn dsh_store_list(store: *mut dsh_store, out: *mut dsh_buf) -> dsh_status {
     guard(out, || handles::store(store)?.list())
+}
+
+/// Delete a stored session that is not open: its log and header are
+/// removed from the store for good. `out` = `{"ok":true}` or the error.
+///
+/// Returns `DSH_OK`, `DSH_E_NOT_FOUND` (nothing stored under the id),
+/// `DSH_E_CONFLICT` (`store.delete-live`: the session is open),
+/// `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`, `DSH_E_IO`.
+///
+/// # Safety
+/// `store` is NULL or a handle from `dsh_store_open`; `session_id` is NULL
+/// or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_store_delete(
+    store: *mut dsh_store,
+    session_id: *const c_char,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        let s = handles::store(store)?;
+        // SAFETY: caller contract.
+        let id = unsafe { arg_str(session_id, "session_id") }?;
+        s.delete(id)?;
+        Ok("{\"ok\":true}".to_string())
+    })
 }
 
 /// Drain every pending write of the store, then release the handle (also

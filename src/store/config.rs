@@ -1,16 +1,44 @@
 //! Parsing of the JSON configuration and option objects given at the ABI.
 
+use std::path::PathBuf;
+
+use super::backend::Backend;
+use super::memory::MemoryBackend;
 use crate::engine::session::parse_input;
 use crate::engine::Markers;
 use crate::error::{Error, Result};
 use crate::json::{Object, Value};
 
-/// A parsed `dsh_store_open` configuration.
+/// Where a store keeps its sessions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreConfig {
+pub enum BackendConfig {
     /// Sessions live in memory.
     Memory,
+    /// One SQLite database file.
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A directory of JSONL logs.
+    Jsonl {
+        /// The root directory.
+        path: PathBuf,
+        /// zstd frames (true, the default) or raw lines.
+        zstd: bool,
+    },
 }
+
+/// A parsed `dsh_store_open` configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The backend.
+    pub backend: BackendConfig,
+    /// The write-behind window in milliseconds (0 = write in the append).
+    pub batch_window_ms: u64,
+}
+
+/// The default write-behind window.
+pub const DEFAULT_BATCH_WINDOW_MS: u64 = 25;
 
 fn config_error(message: impl Into<String>) -> Error {
     Error::invalid_argument("config.invalid", message)
@@ -33,8 +61,12 @@ fn object_or_null(text: Option<&str>, what: &str) -> Result<Option<Object>> {
 impl StoreConfig {
     /// Parse `config_json` (NULL or `null` = memory).
     pub fn parse(text: Option<&str>) -> Result<StoreConfig> {
+        let mut config = StoreConfig {
+            backend: BackendConfig::Memory,
+            batch_window_ms: DEFAULT_BATCH_WINDOW_MS,
+        };
         let Some(o) = object_or_null(text, "store configuration")? else {
-            return Ok(StoreConfig::Memory);
+            return Ok(config);
         };
         for (k, _) in o.iter() {
             let known = ["backend", "path", "compression", "batchWindowMs"];
@@ -46,19 +78,65 @@ impl StoreConfig {
             }
         }
         if let Some(w) = o.get("batchWindowMs") {
-            if w.as_safe_u64().is_none_or(|w| w > i32::MAX as u64) {
-                return Err(config_error(
-                    "batchWindowMs must be an integer between 0 and 2147483647",
-                ));
+            match w.as_safe_u64().filter(|w| *w <= i32::MAX as u64) {
+                Some(w) => config.batch_window_ms = w,
+                None => {
+                    return Err(config_error(
+                        "batchWindowMs must be an integer between 0 and 2147483647",
+                    ))
+                }
             }
         }
-        match o.get("backend").map(|b| b.as_str()) {
-            None | Some(Some("memory")) => Ok(StoreConfig::Memory),
-            Some(Some(b @ ("sqlite" | "jsonl"))) => Err(config_error(format!(
-                "the \"{b}\" backend is not available in this build yet"
-            ))),
-            _ => Err(config_error(
-                "backend must be \"memory\", \"sqlite\" or \"jsonl\"",
+        let path = match o.get("path") {
+            None => None,
+            Some(p) => match p.as_str() {
+                Some(p) if !p.is_empty() && !p.contains('\0') => Some(PathBuf::from(p)),
+                _ => return Err(config_error("path must be a non-empty string")),
+            },
+        };
+        let backend = match o.get("backend") {
+            None => "memory",
+            Some(b) => b.as_str().ok_or_else(|| {
+                config_error("backend must be \"memory\", \"sqlite\" or \"jsonl\"")
+            })?,
+        };
+        let zstd = match o.get("compression").map(|c| c.as_str()) {
+            None | Some(Some("zstd")) => true,
+            Some(Some("none")) => false,
+            _ => return Err(config_error("compression must be \"zstd\" or \"none\"")),
+        };
+        if backend != "jsonl" && o.contains_key("compression") {
+            return Err(config_error(
+                "compression applies to the jsonl backend only",
+            ));
+        }
+        config.backend = match (backend, path) {
+            ("memory", None) => BackendConfig::Memory,
+            ("memory", Some(_)) => return Err(config_error("the memory backend takes no path")),
+            ("sqlite", Some(path)) => BackendConfig::Sqlite { path },
+            ("jsonl", Some(path)) => BackendConfig::Jsonl { path, zstd },
+            ("sqlite" | "jsonl", None) => {
+                return Err(config_error(format!(
+                    "the {backend} backend needs a \"path\""
+                )))
+            }
+            _ => {
+                return Err(config_error(
+                    "backend must be \"memory\", \"sqlite\" or \"jsonl\"",
+                ))
+            }
+        };
+        Ok(config)
+    }
+}
+
+impl BackendConfig {
+    /// Open the backend this configuration names.
+    pub fn open(&self) -> Result<Box<dyn Backend>> {
+        match self {
+            BackendConfig::Memory => Ok(Box::new(MemoryBackend::new())),
+            BackendConfig::Sqlite { .. } | BackendConfig::Jsonl { .. } => Err(config_error(
+                "the durable backends are not available in this build yet",
             )),
         }
     }

@@ -3,10 +3,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::backend::{Backend, Listed, Stored};
+use super::backend::{header_id, Backend, Listed, Loaded, Torn};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
+
+#[derive(Debug)]
+struct Stored {
+    header: Value,
+    events: Vec<Arc<Event>>,
+    revision: u64,
+}
 
 /// Sessions kept in memory (events are shared with the live sessions, not copied).
 #[derive(Debug, Default)]
@@ -26,27 +33,51 @@ impl Backend for MemoryBackend {
         "memory"
     }
 
-    fn create(&mut self, id: &str, header: &Value, events: &[Arc<Event>]) -> Result<()> {
-        if self.sessions.contains_key(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                "persist.exists-stored",
-                format!("session \"{id}\" already has a persisted log; open it instead"),
-            ));
-        }
-        check_contiguous(id, 0, events)?;
-        self.sessions.insert(
-            id.to_string(),
-            Stored {
-                header: header.clone(),
-                events: events.to_vec(),
-                revision: 0,
-            },
-        );
-        Ok(())
+    fn list(&mut self) -> Result<Vec<Listed>> {
+        Ok(self
+            .sessions
+            .values()
+            .map(|s| Listed {
+                header: s.header.clone(),
+                revision: s.revision.to_string(),
+            })
+            .collect())
     }
 
-    fn append(&mut self, id: &str, events: &[Arc<Event>]) -> Result<()> {
+    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
+        Ok(self.sessions.get(id).map(|s| Loaded {
+            header: s.header.clone(),
+            events: s.events.iter().map(|e| e.to_value()).collect(),
+            torn: None,
+            revision: s.revision.to_string(),
+        }))
+    }
+
+    fn revision(&mut self, id: &str) -> Result<Option<String>> {
+        Ok(self.sessions.get(id).map(|s| s.revision.to_string()))
+    }
+
+    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        let id = header_id(header);
+        if materialize {
+            if self.sessions.contains_key(id) {
+                return Err(Error::new(
+                    Status::Conflict,
+                    "persist.exists-stored",
+                    format!("session \"{id}\" already has a persisted log; open it instead"),
+                ));
+            }
+            check_contiguous(id, 0, events)?;
+            self.sessions.insert(
+                id.to_string(),
+                Stored {
+                    header: header.clone(),
+                    events: events.to_vec(),
+                    revision: 1,
+                },
+            );
+            return Ok(());
+        }
         let stored = self.sessions.get_mut(id).ok_or_else(|| {
             Error::new(
                 Status::NotFound,
@@ -60,24 +91,20 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    fn load(&mut self, id: &str) -> Result<Option<Stored>> {
-        Ok(self.sessions.get(id).cloned())
+    fn delete(&mut self, id: &str) -> Result<bool> {
+        Ok(self.sessions.remove(id).is_some())
     }
 
-    fn list(&mut self) -> Result<Vec<Listed>> {
-        Ok(self
-            .sessions
-            .values()
-            .map(|s| Listed {
-                header: s.header.clone(),
-                length: s.events.len() as u64,
-                revision: s.revision,
-            })
-            .collect())
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        Ok(())
+    fn commit_repair(
+        &mut self,
+        header: &Value,
+        _torn: Option<&Torn>,
+        events: &[Arc<Event>],
+    ) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.append(header, events, false)
     }
 }
 

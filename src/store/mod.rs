@@ -1,23 +1,28 @@
-//! Stores: a backend plus the registry of live sessions, the clock, and the
-//! lifecycle notifications (persistence.md §2). `open` = load + validate +
-//! repair, made durable before the session is handed out.
+//! Stores: a backend, its write-behind writer, the registry of live
+//! sessions, the clock, and the lifecycle notices (persistence.md §2).
+//! `open` = load + upgrade + validate + repair, made durable before the
+//! session is handed out.
 
 pub mod backend;
+pub mod chunk_rows;
 mod config;
 pub mod memory;
 mod session;
+pub mod writer;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use backend::{Backend, Listed, Stored};
-pub use config::{CreateOptions, StoreConfig};
+pub use backend::{Backend, Listed, Loaded, Torn};
+pub use config::{BackendConfig, CreateOptions, StoreConfig};
 pub use session::LiveSession;
 
-use crate::engine::seed::SeedMode;
-use crate::engine::{repair, Event, Seed, Session};
+use crate::engine::event::END_SEED;
+use crate::engine::seed::{self, SeedMode};
+use crate::engine::{repair, upgrade, Event, Markers, Seed, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
+use writer::{lock_backend, SharedBackend, Writer};
 
 /// What a store tells its observer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +31,7 @@ pub enum Notice<'a> {
     Created(&'a str),
     /// An event was committed; the payload is the event.
     Event(&'a str),
-    /// A flush completed; the payload is `{"ok":true}` or the error object.
+    /// A flush completed; the payload is `{"ok":true}` or `{"ok":false,"rule":…}`.
     Flush(&'a str),
     /// A session handle was closed; the payload is `null`.
     Disposed,
@@ -42,8 +47,7 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-pub(crate) struct StoreState {
-    pub(crate) backend: Box<dyn Backend>,
+struct StoreState {
     live: HashSet<String>,
     next_id: u64,
     observer: Option<Observer>,
@@ -52,34 +56,54 @@ pub(crate) struct StoreState {
 /// A store: shared by its handle and every session opened from it.
 pub struct Store {
     state: Mutex<StoreState>,
+    backend: SharedBackend,
+    writer: Writer,
+    name: &'static str,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("backend", &self.name)
+            .finish_non_exhaustive()
     }
+}
+
+fn not_found(id: &str) -> Error {
+    Error::new(
+        Status::NotFound,
+        "load.not-found",
+        format!("session \"{id}\" not found"),
+    )
 }
 
 impl Store {
     /// Open a store from its JSON configuration (`None` = memory).
     pub fn open(config: Option<&str>) -> Result<Arc<Store>> {
         let config = StoreConfig::parse(config)?;
-        let backend: Box<dyn Backend> = match config {
-            StoreConfig::Memory => Box::new(memory::MemoryBackend::new()),
+        let backend = config.backend.open()?;
+        let name = backend.name();
+        let backend: SharedBackend = Arc::new(Mutex::new(backend));
+        let window = if name == "memory" {
+            0
+        } else {
+            config.batch_window_ms
         };
         Ok(Arc::new(Store {
             state: Mutex::new(StoreState {
-                backend,
                 live: HashSet::new(),
                 next_id: 0,
                 observer: None,
             }),
+            writer: Writer::new(backend.clone(), window),
+            backend,
+            name,
         }))
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, StoreState> {
-        // A panic never happens while this lock is held across user code,
-        // so a poisoned lock still guards consistent data.
+    fn lock(&self) -> MutexGuard<'_, StoreState> {
+        // No code runs user callbacks while holding this lock, so a poisoned
+        // lock still guards consistent data.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -92,9 +116,49 @@ impl Store {
         self.lock().observer.clone()
     }
 
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
     /// The name of the backend.
     pub fn backend_name(&self) -> &'static str {
-        self.lock().backend.name()
+        self.name
+    }
+
+    fn is_stored(&self, id: &str) -> Result<bool> {
+        Ok(lock_backend(&self.backend).revision(id)?.is_some())
+    }
+
+    /// Refuse an id that is live or already stored.
+    fn check_new_id(&self, id: &str, live_rule: &'static str) -> Result<()> {
+        if self.lock().live.contains(id) {
+            return Err(Error::new(
+                Status::Conflict,
+                live_rule,
+                format!("session \"{id}\" already exists"),
+            ));
+        }
+        if self.is_stored(id)? {
+            return Err(Error::new(
+                Status::Conflict,
+                "persist.exists-stored",
+                format!("session \"{id}\" already has a persisted log; open it instead"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn mint_id(&self) -> Result<String> {
+        loop {
+            let id = {
+                let mut st = self.lock();
+                st.next_id += 1;
+                format!("session-{}", st.next_id)
+            };
+            if !self.lock().live.contains(&id) && !self.is_stored(&id)? {
+                return Ok(id);
+            }
+        }
     }
 
     /// Create a session from `options` (c-api.md `dsh_session_create`).
@@ -103,11 +167,11 @@ impl Store {
         let now = now_ms();
         let id = match &opts.id {
             Some(id) => id.clone(),
-            None => self.mint_id(),
+            None => self.mint_id()?,
         };
         self.check_new_id(&id, "store.duplicate-id")?;
         let mut header = Object::new();
-        header.insert_str("version", Value::Number(0.0));
+        header.insert_str("version", Value::Number(seed::FORMAT_VERSION as f64));
         header.insert_str("id", Value::str(&id));
         header.insert_str("createdAt", Value::Number(now as f64));
         for (k, v) in opts.header_fields.iter() {
@@ -125,7 +189,7 @@ impl Store {
             )?,
             None => Session::new(&id, header, opts.markers)?,
         };
-        self.register(session, Vec::new())
+        self.register(session, false)
     }
 
     /// Fork `source` at `boundary` into a new session of this store.
@@ -140,7 +204,10 @@ impl Store {
                 .map_err(|e| e.with_code("SESSION_ALREADY_EXISTS"))?;
         }
         let prefix = source.fork_prefix(boundary)?;
-        let id = child_id.unwrap_or_else(|| self.mint_id());
+        let id = match child_id {
+            Some(id) => id,
+            None => self.mint_id()?,
+        };
         let now = now_ms();
         let header = source.fork_header(&id, prefix.len(), now);
         let child = Session::from_seed(
@@ -151,131 +218,29 @@ impl Store {
             source.markers(),
             now,
         )?;
-        self.register(child, Vec::new())
+        self.register(child, false)
     }
 
-    /// Open a stored session: load, repair durably, and hand it out.
-    /// Returns the session and the closers that repair appended.
-    pub fn open_session(
-        self: &Arc<Store>,
-        id: &str,
-    ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
-        if self.lock().live.contains(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                "store.duplicate-id",
-                format!("session \"{id}\" is already open"),
-            ));
-        }
-        let stored = self.lock().backend.load(id)?.ok_or_else(|| {
-            Error::new(
-                Status::NotFound,
-                "load.not-found",
-                format!("session \"{id}\" not found"),
-            )
-        })?;
-        let closers = repair::closers(stored.events.iter().map(|e| &**e));
-        let mut events = stored.events;
-        let stored_len = events.len();
-        events.extend(closers.into_iter().map(Arc::new));
-        let session = Session::from_seed(
-            id,
-            stored.header,
-            Seed::Events(events),
-            SeedMode::Restore,
-            crate::engine::Markers::Required,
-            now_ms(),
-        )
-        .map_err(|e| {
-            let inner = e.rule;
-            Error::new(
-                Status::Corrupt,
-                "load.validation",
-                format!(
-                    "stored session \"{id}\" failed validation: {} ({inner})",
-                    e.message
-                ),
-            )
-        })?;
-        let added: Vec<Arc<Event>> = session.events()[stored_len..].to_vec();
-        let repaired: Vec<Arc<Event>> = added
-            .iter()
-            .filter(|e| {
-                e.ty != crate::engine::event::END_SEED
-                    || e.seq as usize != session.events().len() - 1
-            })
-            .cloned()
-            .collect();
-        let live = self.register(session, added)?;
-        Ok((live, repaired))
-    }
-
-    /// Every stored session: `[{"id","createdAt","revision","length",...header}]`.
-    pub fn list(&self) -> Result<String> {
-        let rows = self.lock().backend.list()?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let mut o = row.header.as_object().cloned().unwrap_or_default();
-            o.insert_str("revision", Value::Number(row.revision as f64));
-            o.insert_str("length", Value::Number(row.length as f64));
-            out.push(Value::Object(o));
-        }
-        Ok(Value::Array(out).to_json())
-    }
-
-    /// Drain every pending write.
-    pub fn flush(&self) -> Result<()> {
-        self.lock().backend.flush()
-    }
-
-    fn mint_id(&self) -> String {
-        let mut st = self.lock();
-        loop {
-            st.next_id += 1;
-            let id = format!("session-{}", st.next_id);
-            let taken = st.live.contains(&id) || st.backend.load(&id).ok().flatten().is_some();
-            if !taken {
-                return id;
-            }
-        }
-    }
-
-    fn check_new_id(&self, id: &str, rule: &'static str) -> Result<()> {
-        if self.lock().live.contains(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                rule,
-                format!("session \"{id}\" already exists"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Make `session` live: persist it (whole log for a new session, the
-    /// `pending` tail for an opened one) and register its id.
-    fn register(
-        self: &Arc<Store>,
-        session: Session,
-        pending: Vec<Arc<Event>>,
-    ) -> Result<Arc<LiveSession>> {
+    /// Make a new `session` live and queue its whole log (a seed, if any)
+    /// for writing; an opened one (`stored`) is already on disk.
+    fn register(self: &Arc<Store>, session: Session, stored: bool) -> Result<Arc<LiveSession>> {
         let id = session.id().to_string();
         {
             let mut st = self.lock();
-            if st.live.contains(&id) {
+            if !st.live.insert(id.clone()) {
                 return Err(Error::new(
                     Status::Conflict,
                     "store.duplicate-id",
                     format!("session \"{id}\" already exists"),
                 ));
             }
-            let is_new = st.backend.load(&id)?.is_none();
-            if is_new {
-                st.backend.create(&id, session.header(), session.events())?;
-            } else if !pending.is_empty() {
-                st.backend.append(&id, &pending)?;
-                st.backend.flush()?;
+        }
+        self.writer.track(&id, session.header(), stored);
+        if !stored {
+            if let Err(e) = self.writer.enqueue(&id, session.events()) {
+                self.release(&id);
+                return Err(e);
             }
-            st.live.insert(id.clone());
         }
         let header = session.header().to_json();
         let live = Arc::new(LiveSession::new(self.clone(), session));
@@ -284,6 +249,166 @@ impl Store {
     }
 
     pub(crate) fn release(&self, id: &str) {
+        self.writer.forget(id);
         self.lock().live.remove(id);
     }
+
+    /// Open a stored session: load, upgrade, validate, repair durably, and
+    /// hand it out. Returns the session and the closers repair appended.
+    pub fn open_session(
+        self: &Arc<Store>,
+        id: &str,
+    ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
+        if self.lock().live.contains(id) {
+            return Err(Error::new(
+                Status::Conflict,
+                "load.live-prepare",
+                format!("cannot open session \"{id}\" while it is open"),
+            ));
+        }
+        let loaded = lock_backend(&self.backend)
+            .load(id)?
+            .ok_or_else(|| not_found(id))?;
+        let restored = restore(id, &loaded)?;
+        let session = restored.session;
+        // Everything after the stored prefix (recovered torn events, closers,
+        // the end-seed marker) is written before the handle is returned.
+        let tail = &session.events()[restored.durable..];
+        if loaded.torn.is_some() || !tail.is_empty() {
+            lock_backend(&self.backend).commit_repair(
+                &loaded.header,
+                loaded.torn.as_ref(),
+                tail,
+            )?;
+        }
+        let live = self.register(session, true)?;
+        Ok((live, restored.closers))
+    }
+
+    /// Every stored session: `[{...header, "revision"}]`.
+    pub fn list(&self) -> Result<String> {
+        let rows = lock_backend(&self.backend).list()?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut o = row.header.as_object().cloned().unwrap_or_default();
+            o.insert_str("revision", Value::str(&row.revision));
+            out.push(Value::Object(o));
+        }
+        Ok(Value::Array(out).to_json())
+    }
+
+    /// Remove a stored session that is not open. Its queued writes (if a
+    /// failed drain left any) are dropped with it.
+    pub fn delete(&self, id: &str) -> Result<()> {
+        if self.lock().live.contains(id) {
+            return Err(Error::new(
+                Status::Conflict,
+                "store.delete-live",
+                format!("cannot delete session \"{id}\" while it is open"),
+            ));
+        }
+        self.writer.discard(id);
+        if lock_backend(&self.backend).delete(id)? {
+            Ok(())
+        } else {
+            Err(not_found(id))
+        }
+    }
+
+    /// Drain every pending write.
+    pub fn flush(&self) -> Result<()> {
+        self.writer.flush_all()
+    }
+}
+
+/// A stored session rebuilt in memory.
+pub struct Restored {
+    /// The session: stored events + repair closers (+ end-seed marker).
+    pub session: Session,
+    /// The closers crash repair synthesized.
+    pub closers: Vec<Arc<Event>>,
+    /// How many leading events are durable as stored (before the torn part).
+    pub durable: usize,
+}
+
+/// The cold read pipeline (persistence.md §4.1) over a backend's read.
+pub fn restore(id: &str, loaded: &Loaded) -> Result<Restored> {
+    let header = &loaded.header;
+    let stored_id = header
+        .as_object()
+        .and_then(|h| h.get("id"))
+        .and_then(Value::as_str);
+    if stored_id != Some(id) {
+        return Err(Error::new(
+            Status::Corrupt,
+            "load.identity-mismatch",
+            format!(
+                "stored identity mismatch: requested \"{id}\", header has {:?}",
+                stored_id.unwrap_or("")
+            ),
+        ));
+    }
+    if let Some(v) = header
+        .as_object()
+        .and_then(|h| h.get("version"))
+        .and_then(Value::as_f64)
+    {
+        if v != 0.0 {
+            let (rule, what) = if v > 0.0 {
+                (
+                    "load.version-newer",
+                    "was written by a newer harness; upgrade to open it",
+                )
+            } else {
+                (
+                    "load.version-older",
+                    "is older than v0 and no upgrade path exists",
+                )
+            };
+            return Err(Error::new(
+                Status::SchemaMismatch,
+                rule,
+                format!("session \"{id}\" uses format v{v}, which {what}"),
+            ));
+        }
+    }
+    let wrap = |e: Error| {
+        if e.status == Status::SchemaMismatch {
+            e
+        } else {
+            e.wrapped(
+                Status::Corrupt,
+                "load.validation",
+                &format!("stored session \"{id}\" failed validation: "),
+            )
+        }
+    };
+    upgrade::refuse_retired(id, &loaded.events).map_err(wrap)?;
+    let values = upgrade::upgrade(id, loaded.events.clone()).map_err(wrap)?;
+    let mut events = Vec::with_capacity(values.len());
+    for (i, v) in values.into_iter().enumerate() {
+        let e = Event::from_envelope(v, &format!("session event at seq {i}")).map_err(wrap)?;
+        seed::check_event_message(&e, &format!("session event at seq {i}")).map_err(wrap)?;
+        events.push(e);
+    }
+    upgrade::check_known_types(id, &events)?;
+    let closers: Vec<Arc<Event>> = repair::closers(&events).into_iter().map(Arc::new).collect();
+    let durable = events.len() - loaded.torn.as_ref().map_or(0, |t| t.recovered);
+    let mut all: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
+    all.extend(closers.iter().cloned());
+    let session = Session::from_seed(
+        id,
+        header.clone(),
+        Seed::Events(all),
+        SeedMode::Restore,
+        Markers::Required,
+        now_ms(),
+    )
+    .map_err(wrap)?;
+    debug_assert!(session.events().last().is_some_and(|e| e.ty == END_SEED));
+    Ok(Restored {
+        session,
+        closers,
+        durable,
+    })
 }

@@ -113,23 +113,25 @@ impl LiveSession {
         observer(&self.id, notice);
     }
 
-    /// Commit events produced by `f` and hand them to the backend; the
-    /// observer hears about each one afterwards.
+    /// Commit events produced by `f` and hand them to the writer (no disk
+    /// I/O unless the batch window is 0 or memory is above the high-water
+    /// mark); the observer hears about each one afterwards.
     fn commit(
         &self,
         f: impl FnOnce(&mut Session, i64) -> Result<Vec<Arc<Event>>>,
     ) -> Result<Vec<Arc<Event>>> {
         self.check_reentrant()?;
+        self.store.writer().reserve()?;
         let events = {
             let mut guard = self.lock()?;
             let session = guard.as_mut().ok_or_else(|| closed(&self.id))?;
             let len = session.events().len();
             let events = f(session, now_ms())?;
-            if !events.is_empty() {
-                if let Err(e) = self.store.lock().backend.append(&self.id, &events) {
-                    session_rollback(session, len);
-                    return Err(e);
-                }
+            if let Err(e) = self.store.writer().enqueue(&self.id, &events) {
+                // Only a synchronous write (window 0) can fail here: nothing
+                // was stored, so the append is undone.
+                session.truncate_uncommitted(len);
+                return Err(e);
             }
             events
         };
@@ -158,7 +160,7 @@ impl LiveSession {
     /// Wait until everything appended so far is durable.
     pub fn flush(&self) -> Result<()> {
         self.with(|_| Ok(()))?;
-        let result = self.store.flush();
+        let result = self.store.writer().flush(&self.id);
         let payload = match &result {
             Ok(()) => "{\"ok\":true}".to_string(),
             Err(e) => format!("{{\"ok\":false,\"rule\":\"{}\"}}", e.rule),
@@ -179,13 +181,15 @@ impl LiveSession {
     }
 
     /// Drain pending writes and release the session. A second close reports
-    /// `DSH_E_CLOSED`.
+    /// `DSH_E_CLOSED`. When the drain fails the session is released anyway
+    /// and the error is returned (its events stay queued in the store, which
+    /// retries them at its next flush).
     pub fn close(&self) -> Result<()> {
         let session = self.lock()?.take();
         if session.is_none() {
             return Err(closed(&self.id));
         }
-        let result = self.store.flush();
+        let result = self.store.writer().flush(&self.id);
         self.store.release(&self.id);
         self.notify(Notice::Disposed);
         result
@@ -196,14 +200,8 @@ impl Drop for LiveSession {
     fn drop(&mut self) {
         let open = self.state.get_mut().map(|s| s.is_some()).unwrap_or(true);
         if open {
-            let _ = self.store.flush();
+            let _ = self.store.writer().flush(&self.id);
             self.store.release(&self.id);
         }
     }
-}
-
-/// Undo a commit the backend refused (the memory backend never does; the
-/// durable backends report such failures at flush instead).
-fn session_rollback(session: &mut Session, len: usize) {
-    session.truncate_uncommitted(len);
 }

@@ -1,0 +1,459 @@
+//! Packed chunk rows (persistence.md §6.4, §7.5): runs of streamed
+//! `assistant/chunk` deltas stored as one record, expanded back on read.
+//! Shared by the JSONL and SQLite formats, which differ only in bounds.
+
+use std::sync::Arc;
+
+use crate::engine::event::MAX_SAFE;
+use crate::engine::Event;
+use crate::error::{Error, Result, Status};
+use crate::json::{JsString, Object, Value};
+
+/// `text-chunks`.
+pub const TEXT_TAG: &str = "text-chunks";
+/// `reasoning-chunks`.
+pub const REASONING_TAG: &str = "reasoning-chunks";
+/// `tool-call-chunks`.
+pub const TOOL_TAG: &str = "tool-call-chunks";
+
+/// True when `ty` is one of the three packed-row tags.
+pub fn is_tag(ty: &str) -> bool {
+    ty == TEXT_TAG || ty == REASONING_TAG || ty == TOOL_TAG
+}
+
+/// Size limits of a packed row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Fewest members of a row written (shorter runs stay plain events).
+    pub min_members: usize,
+    /// Fewest members of a row accepted on read.
+    pub decode_min_members: usize,
+    /// Most members of a row, if bounded.
+    pub max_members: Option<usize>,
+    /// Most UTF-8 bytes of `JSON(row.data)`, if bounded.
+    pub max_data_bytes: Option<usize>,
+}
+
+/// JSONL: at least 3 members, no upper bound (decoding accepts 1 or more).
+pub const JSONL_BOUNDS: Bounds = Bounds {
+    min_members: 3,
+    decode_min_members: 1,
+    max_members: None,
+    max_data_bytes: None,
+};
+
+/// SQLite schema 17: 3..=1024 members and at most 1 MiB of row data.
+pub const SQLITE_BOUNDS: Bounds = Bounds {
+    min_members: 3,
+    decode_min_members: 3,
+    max_members: Some(1024),
+    max_data_bytes: Some(1_048_576),
+};
+
+/// One packed row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedRow {
+    /// The row tag.
+    pub tag: &'static str,
+    /// Seq of the first member.
+    pub seq0: u64,
+    /// Time of the first member.
+    pub time0: i64,
+    /// The row data object (`turn, step, index, dt, texts` or `turn, step, index, dt, id, name?, args`).
+    pub data: Value,
+}
+
+impl PackedRow {
+    /// The JSONL record `{"type","seq0","time0","data"}`.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"type\":\"{}\",\"seq0\":{},\"time0\":{},\"data\":{}}}",
+            self.tag,
+            self.seq0,
+            self.time0,
+            self.data.to_json()
+        )
+    }
+}
+
+/// One storage record: an event as is, or a packed row.
+#[derive(Debug, Clone)]
+pub enum Record<'a> {
+    /// A plain event.
+    Event(&'a Arc<Event>),
+    /// A packed run of chunk events.
+    Row(PackedRow),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Reasoning,
+    Tool,
+}
+
+/// The packable view of one event, if it is eligible (§6.4).
+struct Delta<'a> {
+    kind: Kind,
+    seq: u64,
+    time: i64,
+    turn: &'a Value,
+    step: &'a Value,
+    index: &'a Value,
+    id: Option<&'a JsString>,
+    name: Option<&'a JsString>,
+    member: &'a JsString,
+}
+
+fn keys_are(o: &Object, keys: &[&str]) -> bool {
+    o.len() == keys.len() && keys.iter().all(|k| o.contains_key(k))
+}
+
+fn delta(e: &Event) -> Option<Delta<'_>> {
+    if e.ty != "assistant/chunk" || e.sources.is_some() || e.op.is_some() || e.ignorable {
+        return None;
+    }
+    let data = e.data.as_object()?;
+    if !keys_are(data, &["turn", "step", "chunk"]) {
+        return None;
+    }
+    let (turn, step) = (data.get("turn")?, data.get("step")?);
+    if turn.as_f64().is_none() || step.as_f64().is_none() {
+        return None;
+    }
+    let chunk = data.get("chunk")?.as_object()?;
+    let index = chunk.get("index")?;
+    index.as_f64()?;
+    let ty = chunk.get("type")?.as_str()?;
+    let (kind, id, name, member) = match ty {
+        "text-delta" | "reasoning-delta" => {
+            if !keys_are(chunk, &["type", "index", "text"]) {
+                return None;
+            }
+            let kind = if ty == "text-delta" {
+                Kind::Text
+            } else {
+                Kind::Reasoning
+            };
+            (kind, None, None, chunk.get("text")?.as_js_str()?)
+        }
+        "tool-call-delta" => {
+            let with_name = keys_are(chunk, &["type", "index", "id", "name", "argumentsDelta"]);
+            if !with_name && !keys_are(chunk, &["type", "index", "id", "argumentsDelta"]) {
+                return None;
+            }
+            let name = if with_name {
+                Some(chunk.get("name")?.as_js_str()?)
+            } else {
+                None
+            };
+            (
+                Kind::Tool,
+                Some(chunk.get("id")?.as_js_str()?),
+                name,
+                chunk.get("argumentsDelta")?.as_js_str()?,
+            )
+        }
+        _ => return None,
+    };
+    Some(Delta {
+        kind,
+        seq: e.seq,
+        time: e.time,
+        turn,
+        step,
+        index,
+        id,
+        name,
+        member,
+    })
+}
+
+fn continues(prev: &Delta<'_>, next: &Delta<'_>) -> bool {
+    let dt = next.time.checked_sub(prev.time);
+    next.kind == prev.kind
+        && next.seq == prev.seq + 1
+        && dt.is_some_and(|d| d.unsigned_abs() <= MAX_SAFE)
+        && next.turn == prev.turn
+        && next.step == prev.step
+        && next.index == prev.index
+        && next.id == prev.id
+        && next.name == prev.name
+}
+
+fn row_of(run: &[Delta<'_>]) -> PackedRow {
+    let first = &run[0];
+    let dt: Vec<Value> = run
+        .windows(2)
+        .map(|w| Value::Number((w[1].time - w[0].time) as f64))
+        .collect();
+    let members: Vec<Value> = run
+        .iter()
+        .map(|d| Value::String(d.member.clone()))
+        .collect();
+    let mut data = Object::new();
+    data.insert_str("turn", first.turn.clone());
+    data.insert_str("step", first.step.clone());
+    data.insert_str("index", first.index.clone());
+    data.insert_str("dt", Value::Array(dt));
+    let tag = match first.kind {
+        Kind::Text => TEXT_TAG,
+        Kind::Reasoning => REASONING_TAG,
+        Kind::Tool => TOOL_TAG,
+    };
+    if first.kind == Kind::Tool {
+        data.insert_str("id", Value::String(first.id.cloned().unwrap_or_default()));
+        if let Some(name) = first.name {
+            data.insert_str("name", Value::String(name.clone()));
+        }
+        data.insert_str("args", Value::Array(members));
+    } else {
+        data.insert_str("texts", Value::Array(members));
+    }
+    PackedRow {
+        tag,
+        seq0: first.seq,
+        time0: first.time,
+        data: Value::Object(data),
+    }
+}
+
+fn fits(row: &PackedRow, bounds: Bounds) -> bool {
+    bounds
+        .max_data_bytes
+        .is_none_or(|max| row.data.to_json().len() <= max)
+}
+
+/// Split one maximal run into rows and plain events (§7.5).
+fn emit_run<'a>(
+    events: &'a [Arc<Event>],
+    run: &[Delta<'_>],
+    start: usize,
+    bounds: Bounds,
+    out: &mut Vec<Record<'a>>,
+) {
+    let min = bounds.min_members;
+    let mut offset = 0;
+    while run.len() - offset >= min {
+        let mut high = bounds
+            .max_members
+            .map_or(run.len() - offset, |m| m.min(run.len() - offset));
+        let row = row_of(&run[offset..offset + high]);
+        if fits(&row, bounds) {
+            out.push(Record::Row(row));
+            offset += high;
+            continue;
+        }
+        high -= 1;
+        let (mut low, mut best) = (min, None);
+        while low <= high {
+            let mid = (low + high) / 2;
+            if fits(&row_of(&run[offset..offset + mid]), bounds) {
+                best = Some(mid);
+                low = mid + 1;
+            } else {
+                high = mid - 1;
+            }
+        }
+        match best {
+            None => {
+                out.push(Record::Event(&events[start + offset]));
+                offset += 1;
+            }
+            Some(m) => {
+                out.push(Record::Row(row_of(&run[offset..offset + m])));
+                offset += m;
+            }
+        }
+    }
+    for i in offset..run.len() {
+        out.push(Record::Event(&events[start + i]));
+    }
+}
+
+/// Turn a batch of events into storage records, packing every run of at
+/// least `bounds.min_members` eligible deltas.
+pub fn pack(events: &[Arc<Event>], bounds: Bounds) -> Vec<Record<'_>> {
+    let mut out = Vec::with_capacity(events.len());
+    let mut run: Vec<Delta<'_>> = Vec::new();
+    let mut run_start = 0;
+    for (i, e) in events.iter().enumerate() {
+        match delta(e) {
+            Some(d) if run.last().is_some_and(|p| continues(p, &d)) => run.push(d),
+            Some(d) => {
+                emit_run(events, &run, run_start, bounds, &mut out);
+                run.clear();
+                run.push(d);
+                run_start = i;
+            }
+            None => {
+                emit_run(events, &run, run_start, bounds, &mut out);
+                run.clear();
+                out.push(Record::Event(e));
+                run_start = i + 1;
+            }
+        }
+    }
+    emit_run(events, &run, run_start, bounds, &mut out);
+    out
+}
+
+fn bad(rule: &'static str, tag: &str, what: &str) -> Error {
+    Error::new(
+        Status::Corrupt,
+        rule,
+        format!("malformed {tag} storage row: {what}"),
+    )
+}
+
+/// Validate a packed row given by its parts and expand it into event
+/// objects (key order `type, seq, time, data`; data `turn, step, chunk`).
+pub fn expand(
+    tag: &str,
+    seq0: &Value,
+    time0: &Value,
+    data: &Value,
+    bounds: Bounds,
+) -> Result<Vec<Value>> {
+    let tag_static = if tag == TEXT_TAG {
+        TEXT_TAG
+    } else if tag == REASONING_TAG {
+        REASONING_TAG
+    } else if tag == TOOL_TAG {
+        TOOL_TAG
+    } else {
+        return Err(bad(
+            "row.packed-tag",
+            tag,
+            "packed discriminator needs a chunk tag",
+        ));
+    };
+    let tool = tag_static == TOOL_TAG;
+    let seq0 = seq0
+        .as_safe_u64()
+        .ok_or_else(|| bad("row.seq0", tag, "seq0 invalid"))?;
+    let time0 = time0
+        .as_safe_i64()
+        .ok_or_else(|| bad("row.time0", tag, "time0 invalid"))?;
+    if data.as_array().is_some() {
+        return Err(bad("row.data-keys", tag, "bad data fields"));
+    }
+    let d = data
+        .as_object()
+        .ok_or_else(|| bad("row.data-object", tag, "data must be an object"))?;
+    let keys_ok = if tool {
+        keys_are(d, &["turn", "step", "index", "id", "dt", "args"])
+            || keys_are(d, &["turn", "step", "index", "id", "dt", "args", "name"])
+    } else {
+        keys_are(d, &["turn", "step", "index", "dt", "texts"])
+    };
+    if !keys_ok {
+        return Err(bad("row.data-keys", tag, "bad data fields"));
+    }
+    let (id, name) = if tool {
+        let id = d.get("id").and_then(Value::as_js_str);
+        let name = d.get("name");
+        if id.is_none() || name.is_some_and(|n| n.as_js_str().is_none()) {
+            return Err(bad("row.tool-id", tag, "id/name must be strings"));
+        }
+        (id, name.and_then(Value::as_js_str))
+    } else {
+        (None, None)
+    };
+    let (turn, step, index) = (d.get("turn"), d.get("step"), d.get("index"));
+    if [turn, step, index]
+        .iter()
+        .any(|v| v.and_then(Value::as_f64).is_none())
+    {
+        return Err(bad("row.numbers", tag, "turn/step/index must be numbers"));
+    }
+    let members = d
+        .get(if tool { "args" } else { "texts" })
+        .and_then(Value::as_array);
+    let members = members
+        .filter(|m| m.iter().all(|v| v.as_js_str().is_some()))
+        .filter(|m| {
+            m.len() >= bounds.decode_min_members && bounds.max_members.is_none_or(|x| m.len() <= x)
+        })
+        .ok_or_else(|| bad("row.members", tag, "member array invalid"))?;
+    let dt = d
+        .get("dt")
+        .and_then(Value::as_array)
+        .filter(|dt| dt.len() + 1 == members.len() && dt.iter().all(|v| v.as_safe_i64().is_some()))
+        .ok_or_else(|| bad("row.dt", tag, "dt invalid or arity mismatch"))?;
+    if seq0 + members.len() as u64 - 1 > MAX_SAFE {
+        return Err(bad(
+            "row.seq-overflow",
+            tag,
+            "member seqs leave the safe range",
+        ));
+    }
+    let mut times = Vec::with_capacity(members.len());
+    let mut t = time0;
+    times.push(t);
+    for v in dt {
+        t = t
+            .checked_add(v.as_safe_i64().unwrap_or(0))
+            .filter(|t| t.unsigned_abs() <= MAX_SAFE)
+            .ok_or_else(|| {
+                bad(
+                    "row.time-overflow",
+                    tag,
+                    "member times leave the safe range",
+                )
+            })?;
+        times.push(t);
+    }
+    let (turn, step, index) = (turn.cloned(), step.cloned(), index.cloned());
+    let chunk_type = match tag_static {
+        TEXT_TAG => "text-delta",
+        REASONING_TAG => "reasoning-delta",
+        _ => "tool-call-delta",
+    };
+    let mut out = Vec::with_capacity(members.len());
+    for (k, member) in members.iter().enumerate() {
+        let mut chunk = Object::new();
+        chunk.insert_str("type", Value::str(chunk_type));
+        chunk.insert_str("index", index.clone().unwrap_or_default());
+        if tool {
+            chunk.insert_str("id", Value::String(id.cloned().unwrap_or_default()));
+            if let Some(name) = name {
+                chunk.insert_str("name", Value::String(name.clone()));
+            }
+            chunk.insert_str("argumentsDelta", member.clone());
+        } else {
+            chunk.insert_str("text", member.clone());
+        }
+        let mut data = Object::new();
+        data.insert_str("turn", turn.clone().unwrap_or_default());
+        data.insert_str("step", step.clone().unwrap_or_default());
+        data.insert_str("chunk", Value::Object(chunk));
+        let mut e = Object::new();
+        e.insert_str("type", Value::str("assistant/chunk"));
+        e.insert_str("seq", Value::Number((seq0 + k as u64) as f64));
+        e.insert_str("time", Value::Number(times[k] as f64));
+        e.insert_str("data", Value::Object(data));
+        out.push(Value::Object(e));
+    }
+    Ok(out)
+}
+
+/// Decode one JSONL storage record: a tagged object is validated
+/// (`row.envelope` and the rest) and expanded; anything else is one event.
+pub fn decode_jsonl_record(record: Value) -> Result<Vec<Value>> {
+    let tag = record
+        .as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(Value::as_str)
+        .filter(|t| is_tag(t))
+        .map(str::to_string);
+    let Some(tag) = tag else {
+        return Ok(vec![record]);
+    };
+    let o = record.as_object().expect("checked above");
+    if !keys_are(o, &["type", "seq0", "time0", "data"]) {
+        return Err(bad("row.envelope", &tag, "bad envelope"));
+    }
+    let get = |k| o.get(k).expect("checked above");
+    expand(&tag, get("seq0"), get("time0"), get("data"), JSONL_BOUNDS)
+}

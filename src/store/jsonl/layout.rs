@@ -1,0 +1,263 @@
+//! On-disk layout of a JSONL root (persistence.md §6.2): path encodings,
+//! lookup of a session's log across project directories, and the
+//! encoding / legacy-layout / duplicate-id refusals.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::Compression;
+use crate::error::{Error, Result, Status};
+use crate::json::{JsString, Value};
+
+/// The project directory of a header without `cwd`.
+pub const NO_CWD_DIR: &str = "_no-cwd";
+
+/// Longest slug kept by [`project_key`] (before the `--` wrapping).
+const SLUG_MAX: usize = 251;
+
+fn literal(unit: u16) -> Option<char> {
+    let c = char::from_u32(u32::from(unit)).filter(char::is_ascii)?;
+    (c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).then_some(c)
+}
+
+fn empty_segment(what: &str) -> Error {
+    Error::invalid_argument("jsonl.empty-segment", format!("cannot encode an empty {what}"))
+}
+
+/// `encodeSegment(id)`: the session directory name. Injective over UTF-16
+/// strings; refuses `""` (`jsonl.empty-segment`).
+pub fn encode_segment(id: &JsString) -> Result<String> {
+    if id.is_empty() {
+        return Err(empty_segment("path segment"));
+    }
+    if id == "." {
+        return Ok("~002E".to_string());
+    }
+    if id == ".." {
+        return Ok("~002E~002E".to_string());
+    }
+    let mut out = String::with_capacity(id.len_wtf8());
+    for unit in id.code_units_u16() {
+        match literal(unit) {
+            Some(c) => out.push(c),
+            None => {
+                let _ = write!(out, "~{unit:04X}");
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `projectKey(cwd)`: the project directory name of a working directory.
+pub fn project_key(cwd: &JsString) -> Result<String> {
+    if cwd.is_empty() {
+        return Err(empty_segment("project path"));
+    }
+    let mut slug = String::with_capacity(cwd.len_wtf8());
+    let mut in_separator = false;
+    for unit in cwd.code_units_u16() {
+        if unit == u16::from(b'/') || unit == u16::from(b'\\') || unit == u16::from(b':') {
+            if !in_separator {
+                slug.push('-');
+                in_separator = true;
+            }
+            continue;
+        }
+        in_separator = false;
+        match literal(unit) {
+            Some(c) => slug.push(c),
+            None => {
+                let _ = write!(slug, "~{unit:04X}");
+            }
+        }
+    }
+    let slug = slug.trim_start_matches('-');
+    let slug = if slug.is_empty() { "root" } else { slug };
+    // The slug is ASCII, so characters are bytes.
+    let slug = &slug[..slug.len().min(SLUG_MAX)];
+    Ok(format!("--{slug}--"))
+}
+
+/// The project directory of a header: `_no-cwd` or `projectKey(cwd)`.
+/// A `cwd` that is not a string cannot name a directory (`jsonl.header-path-mismatch`
+/// is the caller's to raise; here it is `jsonl.empty-segment`-like refusal).
+pub fn project_dir_of(header: &Value) -> Result<String> {
+    match header.as_object().and_then(|h| h.get("cwd")) {
+        None => Ok(NO_CWD_DIR.to_string()),
+        Some(cwd) => match cwd.as_js_str() {
+            Some(cwd) => project_key(cwd),
+            None => Err(Error::invalid_argument(
+                "jsonl.empty-segment",
+                "cannot encode a non-string cwd as a project path",
+            )),
+        },
+    }
+}
+
+/// The session id of a header as a JavaScript string (`""` when absent).
+pub fn header_js_id(header: &Value) -> JsString {
+    header
+        .as_object()
+        .and_then(|h| h.get("id"))
+        .and_then(Value::as_js_str)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The file name of a log in `compression`.
+pub fn log_name(compression: Compression) -> &'static str {
+    match compression {
+        Compression::Zstd => "session.jsonl.zstd",
+        Compression::None => "session.jsonl",
+    }
+}
+
+fn other(compression: Compression) -> Compression {
+    match compression {
+        Compression::Zstd => Compression::None,
+        Compression::None => Compression::Zstd,
+    }
+}
+
+/// `io.*` for a filesystem failure on `path`.
+pub fn io_error(rule: &'static str, path: &Path, e: &io::Error) -> Error {
+    Error::new(Status::Io, rule, format!("{}: {e}", path.display()))
+}
+
+/// True for "does not exist" (including a non-directory path component).
+pub fn is_absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+/// Metadata of `path` (following links), `None` when absent.
+pub fn stat(path: &Path) -> Result<Option<fs::Metadata>> {
+    match fs::metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if is_absent(&e) => Ok(None),
+        Err(e) => Err(io_error("io.stat", path, &e)),
+    }
+}
+
+/// The sub-directories of `dir` (following links); empty when `dir` is absent.
+pub fn sub_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error("io.readdir", dir, &e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error("io.readdir", dir, &e))?;
+        let path = entry.path();
+        if stat(&path)?.is_some_and(|m| m.is_dir()) {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `jsonl.encoding-mismatch` when the session directory `dir` holds a log
+/// of the other encoding.
+pub fn check_encoding(dir: &Path, compression: Compression) -> Result<()> {
+    let foreign = dir.join(log_name(other(compression)));
+    if stat(&foreign)?.is_some() {
+        return Err(Error::new(
+            Status::SchemaMismatch,
+            "jsonl.encoding-mismatch",
+            format!(
+                "artifact {} uses the other encoding; use a separate root or the matching compression mode",
+                foreign.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// True for the names of the old flat layout (`*.jsonl`, `*.jsonl.zstd`).
+pub fn is_flat_log_name(name: &str) -> bool {
+    name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd")
+}
+
+/// `jsonl.legacy-layout` for the flat file `path`.
+pub fn legacy_layout(path: &Path) -> Error {
+    Error::new(
+        Status::SchemaMismatch,
+        "jsonl.legacy-layout",
+        format!("artifact {} uses the unsupported flat-file layout", path.display()),
+    )
+}
+
+fn check_flat(project: &Path, segment: &str) -> Result<()> {
+    for ext in ["jsonl", "jsonl.zstd"] {
+        let flat = project.join(format!("{segment}.{ext}"));
+        if stat(&flat)?.is_some_and(|m| m.is_file()) {
+            return Err(legacy_layout(&flat));
+        }
+    }
+    Ok(())
+}
+
+/// Root-wide encoding check (done once when the backend opens).
+pub fn check_root_encoding(root: &Path, compression: Compression) -> Result<()> {
+    for project in sub_dirs(root)? {
+        for session in sub_dirs(&project)? {
+            check_encoding(&session, compression)?;
+        }
+    }
+    Ok(())
+}
+
+/// Find the log of the session whose directory name is `segment` in every
+/// project directory: `None` when absent; `jsonl.duplicate-id` when it is
+/// in several; encoding and flat-layout refusals on the way.
+pub fn find_log(root: &Path, segment: &str, compression: Compression) -> Result<Option<PathBuf>> {
+    let mut found: Option<PathBuf> = None;
+    for project in sub_dirs(root)? {
+        check_flat(&project, segment)?;
+        let dir = project.join(segment);
+        check_encoding(&dir, compression)?;
+        let log = dir.join(log_name(compression));
+        if stat(&log)?.is_some_and(|m| m.is_file()) {
+            if found.is_some() {
+                return Err(duplicate_id(segment));
+            }
+            found = Some(log);
+        }
+    }
+    Ok(found)
+}
+
+/// `jsonl.duplicate-id`.
+pub fn duplicate_id(id: &str) -> Error {
+    Error::new(
+        Status::Corrupt,
+        "jsonl.duplicate-id",
+        format!("duplicate JSONL session id {id} in multiple project directories"),
+    )
+}
+
+/// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` (persistence.md §8).
+pub fn revision_of(meta: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    format!(
+        "{}:{}:{}:{}:{}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        ns(meta.mtime(), meta.mtime_nsec()),
+        ns(meta.ctime(), meta.ctime_nsec())
+    )
+}
+
+/// True when `a` and `b` name the same physical file.
+pub fn same_file(a: &Path, b: &Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    match (stat(a)?, stat(b)?) {
+        (Some(x), Some(y)) => Ok(x.dev() == y.dev() && x.ino() == y.ino()),
+        _ => Ok(false),
+    }
+}

@@ -1,0 +1,118 @@
+//! The line scanner of a JSONL log (`SessionLogScanner`, persistence.md
+//! §6.6): complete lines become storage records, the valid contiguous
+//! prefix is kept, and damage is tolerated only after the last `turn/end`.
+
+use crate::engine::event::TURN_END;
+use crate::error::{Error, Result, Status};
+use crate::json::{self, Value};
+use crate::store::chunk_rows::decode_jsonl_record;
+
+/// Scanner state over the records after the header line.
+#[derive(Debug)]
+pub struct Scanner {
+    /// Events of the valid contiguous prefix.
+    pub events: Vec<Value>,
+    /// Bytes fed so far, up to the end of the last accepted line.
+    pub committed: usize,
+    /// Bytes fed so far, up to the end of the last complete line.
+    pub consumed: usize,
+    /// The first problem seen, raised if a later line holds a `turn/end`.
+    pub issue: Option<Error>,
+    /// 1-based line number of the next line (the header is line 1).
+    line: usize,
+}
+
+fn has_turn_end(events: &[Value]) -> bool {
+    events
+        .iter()
+        .any(|e| e.as_object().and_then(|o| o.get("type")).and_then(Value::as_str) == Some(TURN_END))
+}
+
+fn seq_of(e: &Value) -> Option<u64> {
+    e.as_object().and_then(|o| o.get("seq")).and_then(Value::as_safe_u64)
+}
+
+impl Scanner {
+    /// A scanner whose first line will be line 2 (after the header).
+    pub fn new() -> Scanner {
+        Scanner {
+            events: Vec::new(),
+            committed: 0,
+            consumed: 0,
+            issue: None,
+            line: 2,
+        }
+    }
+
+    /// Scan every complete line of `buf` (a fresh buffer: the caller keeps
+    /// no fragment across calls). Returns the bytes of complete lines;
+    /// the rest is an incomplete last line, ignored. Positions count from
+    /// the first byte ever fed.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<usize> {
+        let base = self.consumed;
+        let mut start = 0;
+        while let Some(nl) = memchr(b'\n', &buf[start..]) {
+            let end = start + nl + 1;
+            self.line_at(&buf[start..end - 1], base + end)?;
+            start = end;
+            self.consumed = base + end;
+            self.line += 1;
+        }
+        Ok(start)
+    }
+
+    fn line_at(&mut self, line: &[u8], end: usize) -> Result<()> {
+        let decoded = json::parse(&String::from_utf8_lossy(line))
+            .ok()
+            .and_then(|record| decode_jsonl_record(record).ok());
+        let Some(events) = decoded else {
+            if self.issue.is_none() {
+                self.issue = Some(Error::new(
+                    Status::Corrupt,
+                    "load.corrupt-unparsable",
+                    format!("corrupt session log: unparsable committed event at line {}", self.line),
+                ));
+            }
+            return Ok(());
+        };
+        if let Some(issue) = &self.issue {
+            return match has_turn_end(&events) {
+                true => Err(issue.clone()),
+                false => Ok(()),
+            };
+        }
+        let next = self.events.len() as u64;
+        let gap = events
+            .iter()
+            .enumerate()
+            .find(|(k, e)| seq_of(e) != Some(next + *k as u64));
+        if let Some((k, e)) = gap {
+            let got = e
+                .as_object()
+                .and_then(|o| o.get("seq"))
+                .map_or_else(|| "undefined".to_string(), Value::to_json);
+            let issue = Error::new(
+                Status::Corrupt,
+                "load.corrupt-seq-gap",
+                format!(
+                    "corrupt session log: seq gap in committed region at line {} (expected {}, got {got})",
+                    self.line,
+                    next + k as u64
+                ),
+            );
+            if has_turn_end(&events) {
+                return Err(issue);
+            }
+            self.issue = Some(issue);
+            return Ok(());
+        }
+        self.events.extend(events);
+        self.committed = end;
+        Ok(())
+    }
+}
+
+/// Position of the first `needle` byte in `hay`.
+pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}

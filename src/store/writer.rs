@@ -1,0 +1,329 @@
+//! Write-behind (persistence.md §5): appends hand their events to a queue
+//! and return; a background thread writes each session's pending events as
+//! one batch once the batch window has passed. `flush` is the durability
+//! barrier. A failed write keeps its events (in order) for the next try and
+//! pauses automatic writing until the next append or flush.
+//!
+//! Memory is bounded: when more than [`HIGH_WATER_EVENTS`] events are
+//! pending, the next append first writes everything itself (back-pressure)
+//! and is refused, changing nothing, if that write fails.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::backend::Backend;
+use crate::engine::Event;
+use crate::error::{Error, Result};
+use crate::json::Value;
+
+/// Pending events above which an append waits for the disk.
+pub const HIGH_WATER_EVENTS: usize = 100_000;
+
+/// The backend, shared by the writer thread and the store's reads.
+pub type SharedBackend = Arc<Mutex<Box<dyn Backend>>>;
+
+/// Lock the shared backend (a panic inside a backend leaves no broken
+/// invariant the next call could trip over: every write is a transaction).
+pub fn lock_backend(b: &SharedBackend) -> MutexGuard<'_, Box<dyn Backend>> {
+    b.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Default)]
+struct Pending {
+    header: Option<Value>,
+    materialized: bool,
+    events: Vec<Arc<Event>>,
+    /// Events handed to the writer so far / written durably so far.
+    enqueued: u64,
+    durable: u64,
+    /// The last write failure not yet reported to a flush.
+    failure: Option<Error>,
+    /// How many flushes saw a failure (lets a waiting flush notice one).
+    failures: u64,
+}
+
+struct State {
+    sessions: HashMap<String, Pending>,
+    /// Events queued and not yet written.
+    pending: usize,
+    /// When the current window closes (None: nothing scheduled).
+    deadline: Option<Instant>,
+    /// A flush wants everything written now.
+    urgent: bool,
+    paused: bool,
+    stop: bool,
+    busy: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    done: Condvar,
+    backend: SharedBackend,
+    window: Duration,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The write-behind queue of one store.
+pub struct Writer {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    /// A writer over `backend` with a batch window (0 = write in the append).
+    pub fn new(backend: SharedBackend, window_ms: u64) -> Writer {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                sessions: HashMap::new(),
+                pending: 0,
+                deadline: None,
+                urgent: false,
+                paused: false,
+                stop: false,
+                busy: false,
+            }),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+            backend,
+            window: Duration::from_millis(window_ms),
+        });
+        let thread = (window_ms > 0).then(|| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("dsh-writer".into())
+                .spawn(move || run(&shared))
+                .expect("spawn the dsh-session writer thread")
+        });
+        Writer { shared, thread }
+    }
+
+    /// Start tracking a live session. `materialized` says whether its log
+    /// already exists in the backend.
+    pub fn track(&self, id: &str, header: &Value, materialized: bool) {
+        let mut st = self.shared.lock();
+        let p = st.sessions.entry(id.to_string()).or_default();
+        p.header = Some(header.clone());
+        p.materialized = materialized;
+    }
+
+    /// Stop tracking a session (after its final flush).
+    pub fn forget(&self, id: &str) {
+        let mut st = self.shared.lock();
+        if st.sessions.get(id).is_some_and(|p| p.events.is_empty()) {
+            st.sessions.remove(id);
+        }
+    }
+
+    /// Drop whatever is queued for a session that is not live any more
+    /// (before it is deleted).
+    pub fn discard(&self, id: &str) {
+        let mut st = self.shared.lock();
+        if let Some(p) = st.sessions.remove(id) {
+            st.pending = st.pending.saturating_sub(p.events.len());
+        }
+    }
+
+    /// Refuse early when memory is above the high-water mark and the disk
+    /// cannot take the backlog. Call before committing in the engine.
+    pub fn reserve(&self) -> Result<()> {
+        if self.shared.lock().pending < HIGH_WATER_EVENTS {
+            return Ok(());
+        }
+        self.flush_all()
+    }
+
+    /// Queue committed events of `id` (in seq order). Never touches the disk,
+    /// except with a zero batch window, where the events are written now.
+    pub fn enqueue(&self, id: &str, events: &[Arc<Event>]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut st = self.shared.lock();
+            let p = st.sessions.entry(id.to_string()).or_default();
+            p.events.extend_from_slice(events);
+            p.enqueued += events.len() as u64;
+            st.pending += events.len();
+            st.paused = false;
+            if st.deadline.is_none() {
+                st.deadline = Some(Instant::now() + self.shared.window);
+                self.shared.wake.notify_all();
+            }
+        }
+        if self.thread.is_none() {
+            return self.flush(id);
+        }
+        Ok(())
+    }
+
+    /// Return once every event of `id` enqueued before this call is durable,
+    /// or with the write failure that prevented it (the events stay queued).
+    pub fn flush(&self, id: &str) -> Result<()> {
+        self.barrier(Some(id))
+    }
+
+    /// [`Writer::flush`] for every session.
+    pub fn flush_all(&self) -> Result<()> {
+        self.barrier(None)
+    }
+
+    fn barrier(&self, only: Option<&str>) -> Result<()> {
+        if self.thread.is_none() {
+            // No background thread: write on the caller's thread.
+            let mut st = self.shared.lock();
+            while st.busy {
+                st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            return write_round(&self.shared, st, only);
+        }
+        let mut st = self.shared.lock();
+        let targets: Vec<(String, u64, u64)> = st
+            .sessions
+            .iter()
+            .filter(|(k, _)| only.is_none_or(|o| o == k.as_str()))
+            .map(|(k, p)| (k.clone(), p.enqueued, p.failures))
+            .collect();
+        loop {
+            let mut waiting = false;
+            for (id, target, failures) in &targets {
+                let Some(p) = st.sessions.get_mut(id) else {
+                    continue;
+                };
+                if p.durable >= *target {
+                    continue;
+                }
+                if p.failures > *failures {
+                    let err = p.failure.clone().unwrap_or_else(|| {
+                        Error::new(crate::Status::Io, "io.write", "write failed")
+                    });
+                    return Err(err);
+                }
+                waiting = true;
+            }
+            if !waiting {
+                return Ok(());
+            }
+            st.urgent = true;
+            st.paused = false;
+            self.shared.wake.notify_all();
+            st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.flush_all();
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Write every pending batch (of `only`, or of all sessions) once.
+fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str>) -> Result<()> {
+    let mut jobs = Vec::new();
+    for (id, p) in st.sessions.iter_mut() {
+        if p.events.is_empty() || only.is_some_and(|o| o != id) {
+            continue;
+        }
+        let Some(header) = p.header.clone() else {
+            continue;
+        };
+        jobs.push((
+            id.clone(),
+            header,
+            p.materialized,
+            std::mem::take(&mut p.events),
+        ));
+    }
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    st.busy = true;
+    drop(st);
+    let mut results = Vec::with_capacity(jobs.len());
+    {
+        let mut backend = lock_backend(&shared.backend);
+        for (id, header, materialized, events) in jobs {
+            let r = backend.append(&header, &events, !materialized);
+            results.push((id, events, r));
+        }
+    }
+    let mut st = shared.lock();
+    st.busy = false;
+    let mut first_error = None;
+    for (id, events, r) in results {
+        let p = st.sessions.entry(id).or_default();
+        match r {
+            Ok(()) => {
+                p.materialized = true;
+                p.durable += events.len() as u64;
+                p.failure = None;
+                st.pending = st.pending.saturating_sub(events.len());
+            }
+            Err(e) => {
+                // Put the batch back in front of what arrived meanwhile.
+                let mut back = events;
+                back.append(&mut p.events);
+                p.events = back;
+                p.failure = Some(e.clone());
+                p.failures += 1;
+                st.paused = true;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    shared.done.notify_all();
+    first_error.map_or(Ok(()), Err)
+}
+
+fn run(shared: &Shared) {
+    let mut st = shared.lock();
+    loop {
+        if st.stop {
+            return;
+        }
+        let due = st.urgent || st.deadline.is_some_and(|d| Instant::now() >= d);
+        if due && !st.paused {
+            st.urgent = false;
+            st.deadline = None;
+            let _ = write_round(shared, st, None);
+            st = shared.lock();
+            if st.sessions.values().any(|p| !p.events.is_empty())
+                && !st.paused
+                && st.deadline.is_none()
+            {
+                st.deadline = Some(Instant::now() + shared.window);
+            }
+            continue;
+        }
+        if due && st.paused {
+            // Reported to whoever flushes; wait for new work or a flush.
+            st.urgent = false;
+            st.deadline = None;
+            shared.done.notify_all();
+        }
+        st = match st.deadline {
+            Some(d) if !st.paused => {
+                let timeout = d.saturating_duration_since(Instant::now());
+                shared
+                    .wake
+                    .wait_timeout(st, timeout)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+            _ => shared.wake.wait(st).unwrap_or_else(|p| p.into_inner()),
+        };
+    }
+}
