@@ -33,36 +33,6 @@
 
 
 /**
- * The largest safe integer, 2^53 − 1.
- */
-#define MAX_SAFE ((1 << 53) - 1)
-
-/**
- * `SESSION_FORMAT_VERSION`.
- */
-#define FORMAT_VERSION 0
-
-/**
- * The default write-behind window.
- */
-#define DEFAULT_BATCH_WINDOW_MS 25
-
-/**
- * Pending events above which an append waits for the disk.
- */
-#define HIGH_WATER_EVENTS 100000
-
-/**
- * Size limits of a packed row.
- */
-typedef struct Bounds Bounds;
-
-/**
- * One envelope key; an event remembers the order its keys were given in.
- */
-typedef struct EnvKey EnvKey;
-
-/**
  * An open session. Opaque; create with `dsh_session_create`, `dsh_session_open`
  * or `dsh_session_fork`, release with `dsh_session_close`.
  */
@@ -116,15 +86,6 @@ typedef void (*dsh_observer_fn)(void *user_data,
                                 const char *session_id,
                                 const char *kind,
                                 const char *payload_json);
-
-/**
- * The three surface-eligible types (events.md §5.14).
- */
-#define SURFACE_TYPES { USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT, }
-
-
-
-
 
 /**
  * Success.
@@ -181,10 +142,6 @@ typedef void (*dsh_observer_fn)(void *user_data,
  */
 #define DSH_E_INTERNAL 99
 
-
-
-
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -217,13 +174,332 @@ const char *dsh_version(void);
 uint32_t dsh_abi_version(void);
 
 /**
- * Build information: `{"version","abi","features":[...],"backends":[...]}`.
+ * Build information: `{"version","abi","features":[...],"sqlite":"3.x.y"}`;
+ * `features` names the storage backends and encodings compiled in.
  * Returns `DSH_OK`.
  *
  * # Safety
  * `out` is NULL or points to a writable `dsh_buf`.
  */
 dsh_status dsh_build_info(struct dsh_buf *out);
+
+/**
+ * The pure full fold of a complete log (surface.md §7):
+ * `{"nodes":[...],"replacements":[{"seq","start","end","shadowedSeqs"}]}`.
+ * Only the surface rules and `seq.gap` are checked; the error carries the
+ * failing event's `index`.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_REJECTED`, `DSH_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `events_json` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_fold_surface(const char *events_json, struct dsh_buf *out);
+
+/**
+ * The derived message list of a complete log: its surface fold, projected.
+ *
+ * Returns as `dsh_fold_surface`.
+ *
+ * # Safety
+ * `events_json` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_derive_messages(const char *events_json, struct dsh_buf *out);
+
+/**
+ * The closing events crash repair would append to a complete log
+ * (lifecycle.md §6), as a JSON array (empty when the log ends balanced).
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_REJECTED` (envelope or
+ * `seq.gap`), `DSH_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `events_json` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_repair_events(const char *events_json, struct dsh_buf *out);
+
+/**
+ * The message one event contributes to the derived history
+ * (`deriveEventMessage`), or `null`.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `event_json` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_derive_event_message(const char *event_json, struct dsh_buf *out);
+
+/**
+ * Create a session in `store`.
+ *
+ * `options_json` (may be NULL) is an object with keys `id` (generated when
+ * absent), `seed` (array of complete events; the session then appends
+ * `session/end-seed` unless the seed ends with one), `legacy` (boolean,
+ * default false: accept message events without surface markers as appends,
+ * see docs/decisions.md) and the optional header fields `cwd`,
+ * `parentSession`, `origin`, `delegationDepth`, `agentPreset`. On success
+ * `*session` receives a handle to release with `dsh_session_close` and
+ * `out` the session header; on failure `*session` is NULL.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_REJECTED` (seed or header
+ * rules; the error carries the seed `index`), `DSH_E_CONFLICT` (id in use),
+ * `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`, `DSH_E_IO`.
+ *
+ * # Safety
+ * Pointers are NULL or valid; strings are NUL-terminated.
+ */
+dsh_status dsh_session_create(struct dsh_store *store,
+                              const char *options_json,
+                              struct dsh_session **session,
+                              struct dsh_buf *out);
+
+/**
+ * Open a stored session: load it, run crash repair, make the repair
+ * durable, and return a handle. `out` =
+ * `{"header":{...},"repaired":[...closing events appended by repair]}`.
+ *
+ * Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CONFLICT` (already open),
+ * `DSH_E_CORRUPT`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO`,
+ * `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * Pointers are NULL or valid; `session_id` is NUL-terminated.
+ */
+dsh_status dsh_session_open(struct dsh_store *store,
+                            const char *session_id,
+                            struct dsh_session **session,
+                            struct dsh_buf *out);
+
+/**
+ * Fork `source` into a new session of the same store.
+ *
+ * `boundary` is the seq of the last source event the child keeps
+ * (inclusive); `-1` means the source's last event (an empty source then
+ * gives an empty seed). `options_json` (may be NULL) may name the child
+ * `id` and may carry `boundary` as any JSON value, which is then used
+ * instead of the integer argument (which must be `-1`). The child gets the
+ * inherited events plus `session/end-seed`, and `out` its header.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT` (`fork.boundary-invalid`,
+ * `fork.out-of-range`), `DSH_E_REJECTED` (`fork.open-turn`, seed rules),
+ * `DSH_E_CONFLICT` (`fork.child-exists`), `DSH_E_CLOSED`, `DSH_E_IO`.
+ *
+ * # Safety
+ * Pointers are NULL or valid; strings are NUL-terminated.
+ */
+dsh_status dsh_session_fork(struct dsh_session *source,
+                            int64_t boundary,
+                            const char *options_json,
+                            struct dsh_session **child,
+                            struct dsh_buf *out);
+
+/**
+ * Drain the session's pending writes, then release the handle (also when
+ * the drain fails; the status reports it). NULL-safe (returns
+ * `DSH_E_INVALID_ARGUMENT`); a second close returns `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a pointer returned by this library.
+ */
+dsh_status dsh_session_close(struct dsh_session *session, struct dsh_buf *out);
+
+/**
+ * Append one event: `type` is the event type, `data_json` its data,
+ * `intent_json` (may be NULL) the surface intent
+ * `{"surfaceOp": "append" | {"op":"replace","start":S,"end":E}, "sourceEventSeqs": [...]}`.
+ * The session assigns `seq` and `time`; `out` = the committed event.
+ * Never waits for disk.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_JSON` (`json.*`), `DSH_E_REJECTED`
+ * (`surface.*`, `header.legacy*`), `DSH_E_CONFLICT` (`append.reentrant`),
+ * `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`, `DSH_E_IO`.
+ *
+ * # Safety
+ * Pointers are NULL or valid; strings are NUL-terminated.
+ */
+dsh_status dsh_session_append(struct dsh_session *session,
+                              const char *type_,
+                              const char *data_json,
+                              const char *intent_json,
+                              struct dsh_buf *out);
+
+/**
+ * Append `[{"type":...,"data":...,"intent":{...}}, ...]` all or nothing:
+ * each item is checked against the state after the ones before it; on the
+ * first failure nothing is committed and the error carries `index`.
+ * `out` = the array of committed events.
+ *
+ * Returns as `dsh_session_append`.
+ *
+ * # Safety
+ * Pointers are NULL or valid; strings are NUL-terminated.
+ */
+dsh_status dsh_session_append_batch(struct dsh_session *session,
+                                    const char *batch_json,
+                                    struct dsh_buf *out);
+
+/**
+ * The checks of `dsh_session_append` without committing anything. `out` =
+ * the event `append` would commit now (its `time` is the time of the check).
+ *
+ * Returns as `dsh_session_append`.
+ *
+ * # Safety
+ * Pointers are NULL or valid; strings are NUL-terminated.
+ */
+dsh_status dsh_session_validate(struct dsh_session *session,
+                                const char *type_,
+                                const char *data_json,
+                                const char *intent_json,
+                                struct dsh_buf *out);
+
+/**
+ * Return once every event appended so far is durable (the persistence
+ * barrier); a memory store returns at once. `out` = `{"ok":true}`.
+ *
+ * Returns `DSH_OK`, `DSH_E_IO`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_flush(struct dsh_session *session, struct dsh_buf *out);
+
+/**
+ * `{"id","header","length","firstLiveSeq","replaceGeneration","openTurn"}`
+ * (`openTurn` is the open turn number or null).
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_info(struct dsh_session *session, struct dsh_buf *out);
+
+/**
+ * The events with `from_seq <= seq < to_seq` as a JSON array (`to_seq` is
+ * clamped to the length; `UINT64_MAX` means all).
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_events(struct dsh_session *session,
+                              uint64_t from_seq,
+                              uint64_t to_seq,
+                              struct dsh_buf *out);
+
+/**
+ * The live surface: `{"nodes":[seq,...],"replaceGeneration":n}`.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_surface(struct dsh_session *session, struct dsh_buf *out);
+
+/**
+ * The derived message list (derive.md): the messages of the surface nodes
+ * in surface order. Cached: O(new events) per call while no replace happened.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_derive(struct dsh_session *session, struct dsh_buf *out);
+
+/**
+ * The folded request header in canonical form, or `null`.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_request_header(struct dsh_session *session, struct dsh_buf *out);
+
+/**
+ * The data of the latest `request/context` event, or `null`.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_request_context(struct dsh_session *session, struct dsh_buf *out);
+
+/**
+ * Open a store.
+ *
+ * `config_json` (may be NULL = a memory store) is an object with keys
+ * `backend` (`"memory"`, `"sqlite"`, `"jsonl"`), `path`, `compression`,
+ * `batchWindowMs` (c-api.md). On success `*store` receives a new handle
+ * that the caller releases with `dsh_store_close`; on failure `*store` is
+ * set to NULL. `out` (may be NULL) receives `{"backend":...}` or the error.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_INVALID_ARGUMENT` (NULL
+ * `store`, non-UTF-8 text, bad configuration, a backend not in this
+ * build), `DSH_E_IO`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_CONFLICT`.
+ *
+ * # Safety
+ * Pointers are NULL or valid for the call; `config_json` is NUL-terminated.
+ */
+dsh_status dsh_store_open(const char *config_json, struct dsh_store **store, struct dsh_buf *out);
+
+/**
+ * List the stored sessions: `[{"id","createdAt","revision","length",...header fields}]`.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT` (NULL `store`), `DSH_E_CLOSED`,
+ * `DSH_E_IO`, `DSH_E_CORRUPT`.
+ *
+ * # Safety
+ * `store` is NULL or a handle from `dsh_store_open`; `out` is NULL or writable.
+ */
+dsh_status dsh_store_list(struct dsh_store *store, struct dsh_buf *out);
+
+/**
+ * Delete a stored session that is not open: its log and header are
+ * removed from the store for good. `out` = `{"ok":true}` or the error.
+ *
+ * Returns `DSH_OK`, `DSH_E_NOT_FOUND` (nothing stored under the id),
+ * `DSH_E_CONFLICT` (`store.delete-live`: the session is open),
+ * `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`, `DSH_E_IO`.
+ *
+ * # Safety
+ * `store` is NULL or a handle from `dsh_store_open`; `session_id` is NULL
+ * or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_store_delete(struct dsh_store *store, const char *session_id, struct dsh_buf *out);
+
+/**
+ * Drain every pending write of the store, then release the handle (also
+ * when the drain fails; the status reports the drain). Sessions opened from
+ * the store stay usable: each keeps the store alive. NULL-safe (returns
+ * `DSH_E_INVALID_ARGUMENT`); a second close of the same handle returns
+ * `DSH_E_CLOSED`. `out` = `{"ok":true}` or the error.
+ *
+ * # Safety
+ * `store` is NULL or a pointer returned by `dsh_store_open`.
+ */
+dsh_status dsh_store_close(struct dsh_store *store, struct dsh_buf *out);
+
+/**
+ * Install (or, with a NULL `callback`, remove) the store's lifecycle
+ * observer. Notices of every session of this store are delivered to it.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT` (NULL `store`), `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `store` is NULL or a handle from `dsh_store_open`; `callback`, when not
+ * NULL, stays callable (and `user_data` valid) until it is replaced or the
+ * store and all its sessions are closed.
+ */
+dsh_status dsh_store_set_observer(struct dsh_store *store,
+                                  dsh_observer_fn callback,
+                                  void *user_data,
+                                  struct dsh_buf *out);
 
 /**
  * The pure full fold of a complete log (surface.md §7):

@@ -237,7 +237,8 @@ pub extern "C" fn dsh_abi_version() -> u32 {
     DSH_ABI
 }
 
-/// Build information: `{"version","abi","features":[...],"backends":[...]}`.
+/// Build information: `{"version","abi","features":[...],"sqlite":"3.x.y"}`;
+/// `features` names the storage backends and encodings compiled in.
 /// Returns `DSH_OK`.
 ///
 /// # Safety
@@ -246,9 +247,10 @@ pub extern "C" fn dsh_abi_version() -> u32 {
 pub unsafe extern "C" fn dsh_build_info(out: *mut dsh_buf) -> dsh_status {
     guard(out, || {
         Ok(format!(
-            "{{\"version\":\"{}\",\"abi\":{},\"features\":[],\"backends\":[\"memory\"]}}",
+            "{{\"version\":\"{}\",\"abi\":{},\"features\":[\"memory\",\"jsonl\",\"sqlite\",\"zstd\"],\"sqlite\":\"{}\"}}",
             env!("CARGO_PKG_VERSION"),
-            DSH_ABI
+            DSH_ABI,
+            rusqlite::version()
         ))
     })
 }

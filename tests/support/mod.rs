@@ -1,0 +1,234 @@
+//! Small safe wrappers over the C ABI for integration tests.
+#![allow(dead_code)]
+
+use std::ffi::{c_char, CStr, CString};
+use std::ptr;
+
+use ::dsh_session::ffi::*;
+use ::dsh_session::json::{self, Value};
+
+/// Call an ABI function that fills a buffer; return (status, text).
+pub fn call(f: impl FnOnce(*mut dsh_buf) -> dsh_status) -> (dsh_status, String) {
+    let mut buf = dsh_buf {
+        ptr: ptr::null_mut(),
+        len: 0,
+        cap: 0,
+    };
+    let status = f(&mut buf);
+    assert!(!buf.ptr.is_null(), "out buffer not filled");
+    // SAFETY: the library filled the buffer with a NUL-terminated string.
+    let text = unsafe { CStr::from_ptr(buf.ptr) }
+        .to_str()
+        .expect("utf-8")
+        .to_string();
+    // SAFETY: the buffer was filled by the library.
+    unsafe { dsh_buf_free(&mut buf) };
+    (status, text)
+}
+
+pub fn c(s: &str) -> CString {
+    CString::new(s).expect("no NUL")
+}
+
+fn opt(s: &Option<CString>) -> *const c_char {
+    s.as_ref().map_or(ptr::null(), |c| c.as_ptr())
+}
+
+pub fn parse(text: &str) -> Value {
+    json::parse(text).expect("library output is JSON")
+}
+
+/// The `rule` of an error object.
+pub fn rule(text: &str) -> String {
+    parse(text)
+        .as_object()
+        .and_then(|o| o.get("rule"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+pub struct Store(pub *mut dsh_store);
+
+// SAFETY: handles are documented as usable from any thread.
+unsafe impl Send for Store {}
+// SAFETY: as above.
+unsafe impl Sync for Store {}
+
+impl Store {
+    pub fn open(config: &str) -> Result<Store, (dsh_status, String)> {
+        let config = c(config);
+        let mut s = ptr::null_mut();
+        // SAFETY: valid pointers.
+        let (st, text) = call(|out| unsafe { dsh_store_open(config.as_ptr(), &mut s, out) });
+        if st == DSH_OK {
+            Ok(Store(s))
+        } else {
+            Err((st, text))
+        }
+    }
+
+    pub fn create(&self, options: &str) -> Result<Session, (dsh_status, String)> {
+        let options = c(options);
+        let mut s = ptr::null_mut();
+        // SAFETY: valid pointers.
+        let (st, text) =
+            call(|out| unsafe { dsh_session_create(self.0, options.as_ptr(), &mut s, out) });
+        if st == DSH_OK {
+            Ok(Session(s))
+        } else {
+            Err((st, text))
+        }
+    }
+
+    /// Open a stored session: (session, `{"header","repaired"}`).
+    pub fn open_session(&self, id: &str) -> Result<(Session, Value), (dsh_status, String)> {
+        let id = c(id);
+        let mut s = ptr::null_mut();
+        // SAFETY: valid pointers.
+        let (st, text) = call(|out| unsafe { dsh_session_open(self.0, id.as_ptr(), &mut s, out) });
+        if st == DSH_OK {
+            Ok((Session(s), parse(&text)))
+        } else {
+            Err((st, text))
+        }
+    }
+
+    pub fn list(&self) -> Value {
+        // SAFETY: live handle.
+        let (st, text) = call(|out| unsafe { dsh_store_list(self.0, out) });
+        assert_eq!(st, DSH_OK, "{text}");
+        parse(&text)
+    }
+
+    pub fn delete(&self, id: &str) -> (dsh_status, String) {
+        let id = c(id);
+        // SAFETY: live handle, valid string.
+        call(|out| unsafe { dsh_store_delete(self.0, id.as_ptr(), out) })
+    }
+
+    pub fn close(self) -> (dsh_status, String) {
+        let s = self.0;
+        std::mem::forget(self);
+        // SAFETY: handle made by open, closed once.
+        call(|out| unsafe { dsh_store_close(s, out) })
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // SAFETY: handle made by open, closed once.
+        unsafe { dsh_store_close(self.0, ptr::null_mut()) };
+    }
+}
+
+pub struct Session(pub *mut dsh_session);
+
+// SAFETY: handles are documented as usable from any thread.
+unsafe impl Send for Session {}
+// SAFETY: as above.
+unsafe impl Sync for Session {}
+
+impl Session {
+    pub fn append(&self, ty: &str, data: &str, intent: Option<&str>) -> (dsh_status, String) {
+        let (ty, data, intent) = (c(ty), c(data), intent.map(c));
+        // SAFETY: live handle, valid strings.
+        call(|out| unsafe {
+            dsh_session_append(self.0, ty.as_ptr(), data.as_ptr(), opt(&intent), out)
+        })
+    }
+
+    pub fn append_ok(&self, ty: &str, data: &str, intent: Option<&str>) -> Value {
+        let (st, text) = self.append(ty, data, intent);
+        assert_eq!(st, DSH_OK, "append {ty}: {text}");
+        parse(&text)
+    }
+
+    pub fn batch(&self, batch: &str) -> (dsh_status, String) {
+        let batch = c(batch);
+        // SAFETY: live handle, valid string.
+        call(|out| unsafe { dsh_session_append_batch(self.0, batch.as_ptr(), out) })
+    }
+
+    pub fn events(&self) -> Value {
+        // SAFETY: live handle.
+        let (st, text) = call(|out| unsafe { dsh_session_events(self.0, 0, u64::MAX, out) });
+        assert_eq!(st, DSH_OK, "{text}");
+        parse(&text)
+    }
+
+    pub fn derive(&self) -> Value {
+        // SAFETY: live handle.
+        let (st, text) = call(|out| unsafe { dsh_session_derive(self.0, out) });
+        assert_eq!(st, DSH_OK, "{text}");
+        parse(&text)
+    }
+
+    pub fn info(&self) -> Value {
+        // SAFETY: live handle.
+        let (st, text) = call(|out| unsafe { dsh_session_info(self.0, out) });
+        assert_eq!(st, DSH_OK, "{text}");
+        parse(&text)
+    }
+
+    pub fn flush(&self) -> (dsh_status, String) {
+        // SAFETY: live handle.
+        call(|out| unsafe { dsh_session_flush(self.0, out) })
+    }
+
+    pub fn fork(&self, boundary: i64, options: &str) -> Result<Session, (dsh_status, String)> {
+        let options = c(options);
+        let mut s = ptr::null_mut();
+        // SAFETY: valid pointers.
+        let (st, text) = call(|out| unsafe {
+            dsh_session_fork(self.0, boundary, options.as_ptr(), &mut s, out)
+        });
+        if st == DSH_OK {
+            Ok(Session(s))
+        } else {
+            Err((st, text))
+        }
+    }
+
+    pub fn close(self) -> (dsh_status, String) {
+        let s = self.0;
+        std::mem::forget(self);
+        // SAFETY: handle closed once.
+        call(|out| unsafe { dsh_session_close(s, out) })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // SAFETY: handle closed once.
+        unsafe { dsh_session_close(self.0, ptr::null_mut()) };
+    }
+}
+
+/// Remove `time` from an event or an array of events.
+pub fn strip_time(mut v: Value) -> Value {
+    match &mut v {
+        Value::Object(o) => {
+            o.remove("time");
+        }
+        Value::Array(a) => {
+            for e in a.iter_mut() {
+                if let Some(o) = e.as_object_mut() {
+                    o.remove("time");
+                }
+            }
+        }
+        _ => {}
+    }
+    v
+}
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("dsh-test-{}-{name}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
