@@ -49,14 +49,14 @@ fn lossless(text: &str) -> Value {
 }
 
 fn expected(step: &J, key: &str) -> Option<Value> {
-    if let Some(t) = step.get(&format!("{key}Text")) {
+    if let Some(t) = step.get(format!("{key}Text")) {
         return Some(lossless(t.as_str().expect("…Text is a string")));
     }
     step.get(key).map(|v| lossless(&v.to_string()))
 }
 
 fn input_text(step: &J, key: &str) -> Option<String> {
-    if let Some(t) = step.get(&format!("{key}Text")) {
+    if let Some(t) = step.get(format!("{key}Text")) {
         return Some(t.as_str().expect("…Text is a string").to_string());
     }
     step.get(key).map(J::to_string)
@@ -152,9 +152,7 @@ fn run_session_vector(v: &J) -> Result<(), String> {
     let (st, text) =
         call(|out| unsafe { dsh_session_create(run.store, options.as_ptr(), &mut session, out) });
     run.session = session;
-    let seed_ok = v
-        .get("seedExpect")
-        .map_or(true, |e| e["ok"] == J::Bool(true));
+    let seed_ok = v.get("seedExpect").is_none_or(|e| e["ok"] == J::Bool(true));
     if !seed_ok {
         let exp = expected(v, "seedExpect").expect("seedExpect");
         return check_error(st, &text, &exp).map_err(|e| format!("seed: {e}"));
@@ -353,7 +351,7 @@ fn run_codec_vector(v: &J) -> Result<(), String> {
             codec::encode_values(&values).map(|b| J::String(hex(&b)))
         } else {
             let bytes = unhex(case["decode"].as_str().expect("decode hex"));
-            codec::decode(&bytes).map(|s| J::from(s))
+            codec::decode(&bytes).map(J::from)
         };
         match (result, exp.get("ok")) {
             (Err(e), Some(J::Bool(false))) => {
