@@ -235,7 +235,8 @@ impl Store {
                 ));
             }
         }
-        self.writer.track(&id, session.header(), stored);
+        let stored_len = stored.then_some(session.events().len() as u64);
+        self.writer.track(&id, session.header(), stored_len);
         if !stored {
             if let Err(e) = self.writer.enqueue(&id, session.events()) {
                 self.release(&id);

@@ -35,6 +35,8 @@ struct Pending {
     header: Option<Value>,
     materialized: bool,
     events: Vec<Arc<Event>>,
+    /// The seq the next written event must have.
+    next_seq: u64,
     /// Events handed to the writer so far / written durably so far.
     enqueued: u64,
     durable: u64,
@@ -105,13 +107,14 @@ impl Writer {
         Writer { shared, thread }
     }
 
-    /// Start tracking a live session. `materialized` says whether its log
-    /// already exists in the backend.
-    pub fn track(&self, id: &str, header: &Value, materialized: bool) {
+    /// Start tracking a live session. `stored` is the length of its log in
+    /// the backend (0 and not materialized for a new session).
+    pub fn track(&self, id: &str, header: &Value, stored: Option<u64>) {
         let mut st = self.shared.lock();
         let p = st.sessions.entry(id.to_string()).or_default();
         p.header = Some(header.clone());
-        p.materialized = materialized;
+        p.materialized = stored.is_some();
+        p.next_seq = stored.unwrap_or(0);
     }
 
     /// Stop tracking a session (after its final flush).
@@ -187,6 +190,7 @@ impl Writer {
         if result.is_ok() {
             let p = st.sessions.entry(id.to_string()).or_default();
             p.materialized = true;
+            p.next_seq += events.len() as u64;
             p.enqueued += events.len() as u64;
             p.durable += events.len() as u64;
         }
@@ -260,6 +264,11 @@ impl Drop for Writer {
     }
 }
 
+/// `persist.append-seq-mismatch`: a batch must continue the stored log.
+fn check_continues(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
+    crate::store::memory::check_contiguous(id, next, events)
+}
+
 /// Write every pending batch (of `only`, or of all sessions) once.
 fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str>) -> Result<()> {
     let mut jobs = Vec::new();
@@ -274,6 +283,7 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
             id.clone(),
             header,
             p.materialized,
+            p.next_seq,
             std::mem::take(&mut p.events),
         ));
     }
@@ -285,8 +295,9 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
     let mut results = Vec::with_capacity(jobs.len());
     {
         let mut backend = lock_backend(&shared.backend);
-        for (id, header, materialized, events) in jobs {
-            let r = backend.append(&header, &events, !materialized);
+        for (id, header, materialized, next_seq, events) in jobs {
+            let r = check_continues(&id, next_seq, &events)
+                .and_then(|()| backend.append(&header, &events, !materialized));
             results.push((id, events, r));
         }
     }
@@ -298,6 +309,7 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
         match r {
             Ok(()) => {
                 p.materialized = true;
+                p.next_seq += events.len() as u64;
                 p.durable += events.len() as u64;
                 p.failure = None;
                 st.pending = st.pending.saturating_sub(events.len());
@@ -442,7 +454,7 @@ mod tests {
         })));
         let header = Value::obj([("version", Value::Number(0.0)), ("id", Value::str("s"))]);
         let w = Writer::new(backend.clone(), window_ms);
-        w.track(header_id(&header), &header, false);
+        w.track(header_id(&header), &header, None);
         (w, backend, fail, writes, header)
     }
 
@@ -514,6 +526,20 @@ mod tests {
         // The failed batch is not kept: the session undoes that append.
         w.flush("s").unwrap();
         assert_eq!(stored_len(&backend), 1);
+    }
+
+    #[test]
+    fn a_batch_that_does_not_continue_the_stored_log_is_refused_and_nothing_is_written() {
+        let (w, backend, _, _, _) = setup(0);
+        w.enqueue("s", &[event(0), event(1)]).unwrap();
+        for bad in [vec![event(3)], vec![event(1)], vec![event(2), event(4)]] {
+            let err = w.enqueue("s", &bad).unwrap_err();
+            assert_eq!(err.rule, "persist.append-seq-mismatch");
+            assert_eq!(err.status, crate::Status::Conflict);
+        }
+        assert_eq!(stored_len(&backend), 2);
+        w.enqueue("s", &[event(2)]).unwrap();
+        assert_eq!(stored_len(&backend), 3);
     }
 
     #[test]
