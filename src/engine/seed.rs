@@ -78,12 +78,8 @@ fn check_admitted(event: &Event, index: usize) -> Result<()> {
     let subject = || format!("seed {} at index {index}", event.ty.to_string_lossy());
     if event.ty == REQUEST_HEADER {
         check_request_header(&event.data, index)?;
-    } else if event.ty == USER_MESSAGE {
-        check_message(Some(&event.data), MessageKind::User, &subject)?;
-    } else if event.ty == ASSISTANT_MESSAGE {
-        check_message(message_of(&event.data), MessageKind::Assistant, &subject)?;
-    } else if event.ty == TOOL_RESULT {
-        check_message(message_of(&event.data), MessageKind::ToolResult, &subject)?;
+    } else {
+        check_event_message(event, &subject()).map_err(|e| e.at_index(index))?;
     }
     let fallback = event.ty == REQUEST_HEADER
         && event

@@ -187,54 +187,7 @@ impl Session {
         intent: Intent<'_>,
         now: i64,
     ) -> Result<(Event, Plan)> {
-        if !data.is_lossless() {
-            return Err(Error::invalid_json(
-                "json.not-lossless",
-                format!("event \"{ty}\" carries data that is not JSON-serializable"),
-            ));
-        }
-        if ty == REQUEST_HEADER_DELTA {
-            return Err(Error::rejected(
-                "header.legacy",
-                "append uses the unsupported legacy request/header-delta format",
-            ));
-        }
-        if ty == REQUEST_HEADER
-            && data
-                .as_object()
-                .and_then(|d| d.get("reason"))
-                .and_then(Value::as_str)
-                == Some("fallback")
-        {
-            return Err(Error::rejected(
-                "header.legacy-fallback",
-                "append uses the unsupported legacy request/header reason \"fallback\"",
-            ));
-        }
-        // The intent is parsed only after the data checks passed.
-        let intent = match intent {
-            Intent::None => None,
-            Intent::Text(t) => Some(parse_input(t, "intent")?),
-            Intent::Value(v) => v,
-        };
-        let (sources, op) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
-            None => (None, None),
-            Some(Ok(mut o)) => (o.remove("sourceEventSeqs"), o.remove("surfaceOp")),
-            Some(Err(_)) => {
-                return Err(Error::invalid_argument(
-                    "arg.intent",
-                    "intent must be a JSON object or null",
-                ))
-            }
-        };
-        if !sources.as_ref().is_none_or(Value::is_lossless)
-            || !op.as_ref().is_none_or(Value::is_lossless)
-        {
-            return Err(Error::invalid_json(
-                "json.surface-metadata-not-lossless",
-                format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
-            ));
-        }
+        let (sources, op) = check_input(ty, &data, intent)?;
         let event = Event::new(
             JsString::from(ty),
             self.log.len() as u64,
@@ -509,4 +462,71 @@ impl Session {
         self.derive = DeriveCache::default();
         self.folds = RequestFolds::default();
     }
+}
+
+/// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
+/// vocabulary, then the intent's surface metadata. Returns
+/// `(sourceEventSeqs, surfaceOp)`.
+fn check_input(
+    ty: &str,
+    data: &Value,
+    intent: Intent<'_>,
+) -> Result<(Option<Value>, Option<Value>)> {
+    if !data.is_lossless() {
+        return Err(Error::invalid_json(
+            "json.not-lossless",
+            format!("event \"{ty}\" carries data that is not JSON-serializable"),
+        ));
+    }
+    if ty == REQUEST_HEADER_DELTA {
+        return Err(Error::rejected(
+            "header.legacy",
+            "append uses the unsupported legacy request/header-delta format",
+        ));
+    }
+    if ty == REQUEST_HEADER
+        && data
+            .as_object()
+            .and_then(|d| d.get("reason"))
+            .and_then(Value::as_str)
+            == Some("fallback")
+    {
+        return Err(Error::rejected(
+            "header.legacy-fallback",
+            "append uses the unsupported legacy request/header reason \"fallback\"",
+        ));
+    }
+    // The intent is parsed only after the data checks passed.
+    let intent = match intent {
+        Intent::None => None,
+        Intent::Text(t) => Some(parse_input(t, "intent")?),
+        Intent::Value(v) => v,
+    };
+    let (sources, op) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
+        None => (None, None),
+        Some(Ok(mut o)) => (o.remove("sourceEventSeqs"), o.remove("surfaceOp")),
+        Some(Err(_)) => {
+            return Err(Error::invalid_argument(
+                "arg.intent",
+                "intent must be a JSON object or null",
+            ))
+        }
+    };
+    if !sources.as_ref().is_none_or(Value::is_lossless)
+        || !op.as_ref().is_none_or(Value::is_lossless)
+    {
+        return Err(Error::invalid_json(
+            "json.surface-metadata-not-lossless",
+            format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
+        ));
+    }
+    Ok((sources, op))
+}
+
+/// The input checks of `append` that come before the re-entrancy check
+/// (errors.md §3.1 steps 1–3), for a caller that must refuse the append
+/// anyway: it reports the earlier error when there is one.
+pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
+    let data = parse_input(data, "data")?;
+    check_input(ty, &data, intent.map_or(Intent::None, Intent::Text)).map(|_| ())
 }

@@ -143,6 +143,10 @@ impl LiveSession {
 
     /// `append(type, data, intent)`.
     pub fn append(&self, ty: &str, data: &str, intent: Option<&str>) -> Result<Arc<Event>> {
+        if self.check_reentrant().is_err() {
+            // errors.md §3.1: the input checks come before `append.reentrant`.
+            crate::engine::session::check_append_input(ty, data, intent)?;
+        }
         let mut v = self.commit(|s, now| Ok(vec![s.append(ty, data, intent, now)?]))?;
         Ok(v.remove(0))
     }
