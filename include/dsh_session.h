@@ -460,6 +460,25 @@ dsh_status dsh_store_open(const char *config_json, struct dsh_store **store, str
 dsh_status dsh_store_list(struct dsh_store *store, struct dsh_buf *out);
 
 /**
+ * Read a stored session without changing anything: `out` =
+ * `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...]}`
+ * where `events` is the stored log followed by the closers crash repair
+ * would append (computed in memory only), `repair` those closers alone, and
+ * `torn` whether a torn tail would be cut. Unlike `dsh_session_open` this
+ * never writes, never appends `session/end-seed`, and works while the
+ * session is open elsewhere in this store (its pending writes are flushed
+ * first).
+ *
+ * Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CORRUPT`,
+ * `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `store` is NULL or a handle from `dsh_store_open`; `session_id` is NULL
+ * or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_store_inspect(struct dsh_store *store, const char *session_id, struct dsh_buf *out);
+
+/**
  * Delete a stored session that is not open: its log and header are
  * removed from the store for good. `out` = `{"ok":true}` or the error.
  *
@@ -776,6 +795,25 @@ dsh_status dsh_store_open(const char *config_json, struct dsh_store **store, str
  * `store` is NULL or a handle from `dsh_store_open`; `out` is NULL or writable.
  */
 dsh_status dsh_store_list(struct dsh_store *store, struct dsh_buf *out);
+
+/**
+ * Read a stored session without changing anything: `out` =
+ * `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...]}`
+ * where `events` is the stored log followed by the closers crash repair
+ * would append (computed in memory only), `repair` those closers alone, and
+ * `torn` whether a torn tail would be cut. Unlike `dsh_session_open` this
+ * never writes, never appends `session/end-seed`, and works while the
+ * session is open elsewhere in this store (its pending writes are flushed
+ * first).
+ *
+ * Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CORRUPT`,
+ * `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `store` is NULL or a handle from `dsh_store_open`; `session_id` is NULL
+ * or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_store_inspect(struct dsh_store *store, const char *session_id, struct dsh_buf *out);
 
 /**
  * Delete a stored session that is not open: its log and header are

@@ -413,6 +413,10 @@ macro_rules! contract {
                 super::creating_a_stored_id_conflicts($kind)
             }
             #[test]
+            fn inspect_reads_without_repairing() {
+                super::inspect_reads_without_repairing($kind)
+            }
+            #[test]
             fn forks_and_seeds_persist_their_whole_log() {
                 super::forks_and_seeds_persist_their_whole_log($kind)
             }
@@ -421,3 +425,44 @@ macro_rules! contract {
 }
 
 contract!(memory, "memory");
+
+fn inspect_reads_without_repairing(kind: &str) {
+    let f = Fixture::new(kind);
+    let store = f.store();
+    let s = store.create(r#"{"id":"ins"}"#).unwrap();
+    s.append_ok("turn/start", r#"{"turn":1}"#, None);
+    s.append_ok("step/start", r#"{"turn":1,"step":1}"#, None);
+    drop(s);
+    let store = f.reopen(store);
+    let id = c("ins");
+    let inspect = || {
+        // SAFETY: live store, valid string.
+        let (st, text) = call(|out| unsafe { dsh_store_inspect(store.0, id.as_ptr(), out) });
+        assert_eq!(st, DSH_OK, "{text}");
+        parse(&text)
+    };
+    let first = inspect();
+    let o = first.as_object().unwrap();
+    assert_eq!(o.get("torn"), Some(&Value::Bool(false)));
+    let events = o.get("events").unwrap().as_array().unwrap();
+    assert_eq!(events.len(), 4, "2 stored + step/end + turn/end closers");
+    assert_eq!(o.get("repair").unwrap().as_array().unwrap().len(), 2);
+    assert_eq!(
+        inspect(),
+        first,
+        "inspect wrote nothing: same revision, same result"
+    );
+    let (s, opened) = store.open_session("ins").unwrap();
+    assert_eq!(
+        opened
+            .as_object()
+            .unwrap()
+            .get("repaired")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(s.events().as_array().unwrap().len(), 5);
+}

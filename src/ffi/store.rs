@@ -57,6 +57,35 @@ pub unsafe extern "C" fn dsh_store_list(store: *mut dsh_store, out: *mut dsh_buf
     guard(out, || handles::store(store)?.list())
 }
 
+/// Read a stored session without changing anything: `out` =
+/// `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...]}`
+/// where `events` is the stored log followed by the closers crash repair
+/// would append (computed in memory only), `repair` those closers alone, and
+/// `torn` whether a torn tail would be cut. Unlike `dsh_session_open` this
+/// never writes, never appends `session/end-seed`, and works while the
+/// session is open elsewhere in this store (its pending writes are flushed
+/// first).
+///
+/// Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CORRUPT`,
+/// `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `store` is NULL or a handle from `dsh_store_open`; `session_id` is NULL
+/// or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_store_inspect(
+    store: *mut dsh_store,
+    session_id: *const c_char,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        let s = handles::store(store)?;
+        // SAFETY: caller contract.
+        let id = unsafe { arg_str(session_id, "session_id") }?;
+        s.inspect(id)
+    })
+}
+
 /// Delete a stored session that is not open: its log and header are
 /// removed from the store for good. `out` = `{"ok":true}` or the error.
 ///

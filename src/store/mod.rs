@@ -286,6 +286,37 @@ impl Store {
         Ok((live, restored.closers))
     }
 
+    /// Read a stored session without repairing it: the stored events plus
+    /// the closers repair would append (in memory only), and whether a torn
+    /// tail was found. Storage and revision stay untouched. An open session
+    /// is read as it is now (after a flush).
+    pub fn inspect(&self, id: &str) -> Result<String> {
+        if self.lock().live.contains(id) {
+            self.writer.flush(id)?;
+        }
+        let loaded = lock_backend(&self.backend)
+            .load(id)?
+            .ok_or_else(|| not_found(id))?;
+        let restored = restore(id, &loaded)?;
+        // The stored events and the closers, without the end-seed marker the
+        // constructor may have added.
+        let events = &restored.session.events()[..loaded.events.len() + restored.closers.len()];
+        let mut out = String::from("{\"header\":");
+        out.push_str(&loaded.header.to_json());
+        out.push_str(",\"revision\":");
+        out.push_str(&Value::str(&loaded.revision).to_json());
+        out.push_str(&format!(",\"torn\":{},\"events\":", loaded.torn.is_some()));
+        out.push_str(&crate::engine::event::events_to_json(
+            events.iter().map(|e| &**e),
+        ));
+        out.push_str(",\"repair\":");
+        out.push_str(&crate::engine::event::events_to_json(
+            restored.closers.iter().map(|e| &**e),
+        ));
+        out.push('}');
+        Ok(out)
+    }
+
     /// Every stored session: `[{...header, "revision"}]`.
     pub fn list(&self) -> Result<String> {
         let rows = lock_backend(&self.backend).list()?;
