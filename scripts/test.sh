@@ -24,7 +24,9 @@ echo "==> format and lints"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 
-echo "==> cargo test (unit, conformance vectors, checklist, C ABI misuse)"
+echo "==> cargo test (unit, conformance vectors, checklist, contract, crash, C ABI misuse)"
+# The C programs link the shared library, which `cargo test` alone does not build.
+cargo build --locked
 cargo test --locked
 
 echo "==> C ABI misuse test under valgrind"

@@ -425,6 +425,7 @@ macro_rules! contract {
 }
 
 contract!(memory, "memory");
+contract!(sqlite, "sqlite");
 
 fn inspect_reads_without_repairing(kind: &str) {
     let f = Fixture::new(kind);

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::backend::Backend;
 use super::memory::MemoryBackend;
+use super::sqlite::SqliteBackend;
 use crate::engine::session::parse_input;
 use crate::engine::Markers;
 use crate::error::{Error, Result};
@@ -36,6 +37,9 @@ pub struct StoreConfig {
     /// The write-behind window in milliseconds (0 = write in the append).
     pub batch_window_ms: u64,
 }
+
+/// How long SQLite waits for another connection's lock (persistence.md §7.1).
+pub const SQLITE_BUSY_TIMEOUT_MS: u32 = 5000;
 
 /// The default write-behind window.
 pub const DEFAULT_BATCH_WINDOW_MS: u64 = 25;
@@ -135,8 +139,11 @@ impl BackendConfig {
     pub fn open(&self) -> Result<Box<dyn Backend>> {
         match self {
             BackendConfig::Memory => Ok(Box::new(MemoryBackend::new())),
-            BackendConfig::Sqlite { .. } | BackendConfig::Jsonl { .. } => Err(config_error(
-                "the durable backends are not available in this build yet",
+            BackendConfig::Sqlite { path } => {
+                Ok(Box::new(SqliteBackend::open(path, SQLITE_BUSY_TIMEOUT_MS)?))
+            }
+            BackendConfig::Jsonl { .. } => Err(config_error(
+                "the jsonl backend is not available in this build yet",
             )),
         }
     }

@@ -8,6 +8,7 @@ pub mod chunk_rows;
 mod config;
 pub mod memory;
 mod session;
+pub mod sqlite;
 pub mod writer;
 
 use std::collections::HashSet;

@@ -1,0 +1,201 @@
+//! The database file (persistence.md §7.3, §8): parent directory and file
+//! rules, exclusive creation with mode 0600, the single-writer lock, and the
+//! file identity used in revisions.
+//!
+//! The lock is an advisory `flock(LOCK_EX | LOCK_NB)` on a file descriptor of
+//! the database that stays open for the backend's whole life. SQLite's own
+//! locks are POSIX record locks, which the kernel drops when *any* descriptor
+//! of the file is closed by the process; so while a connection lives no extra
+//! descriptor of the file may be opened and closed. A process-wide registry
+//! of locked `(dev, ino)` pairs lets a second in-process open fail without
+//! opening a descriptor at all.
+
+use std::fs::{DirBuilder, File, Metadata, OpenOptions};
+use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::UNIX_EPOCH;
+
+use crate::error::{Error, Result, Status};
+
+/// `(dev, ino)` of every database file locked by a backend of this process.
+static LOCKED: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<(u64, u64)>> {
+    LOCKED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::new(
+        Status::Io,
+        "io.sqlite",
+        format!("{what} {}: {e}", path.display()),
+    )
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The exclusive lock on a database file, held until drop.
+#[derive(Debug)]
+pub struct FileLock {
+    file: File,
+    /// Device number of the file.
+    pub dev: u64,
+    /// Inode number of the file.
+    pub ino: u64,
+    /// Birth time in nanoseconds since the epoch, or 0 when the file system
+    /// or kernel does not report it (`statx` without `STATX_BTIME`).
+    pub birth_ns: u128,
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // Closing the descriptor (after this body) releases the flock.
+        registry().retain(|k| *k != (self.dev, self.ino));
+    }
+}
+
+/// `sqlite.path-parent`: `mkdir -p` (0700), then a real, user-owned
+/// directory without group/other write permission.
+fn check_parent(path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(parent)
+        .map_err(|e| io_err("cannot create database directory", parent, e))?;
+    let meta = std::fs::symlink_metadata(parent).map_err(|e| io_err("cannot stat", parent, e))?;
+    if !meta.file_type().is_dir() || meta.uid() != euid() || meta.mode() & 0o022 != 0 {
+        return Err(Error::new(
+            Status::Io,
+            "sqlite.path-parent",
+            format!(
+                "database parent {} must be a real, user-owned, non-shared directory",
+                parent.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `sqlite.path-file`: a regular non-symlink file owned by the user with no
+/// group/other permission bits.
+fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
+    if !meta.file_type().is_file() || meta.uid() != euid() || meta.mode() & 0o077 != 0 {
+        return Err(Error::new(
+            Status::Io,
+            "sqlite.path-file",
+            format!(
+                "database {} must be a regular user-only file",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Validate the path, create the file exclusively (0600) when absent, and
+/// take the exclusive lock (`store.locked`, `DSH_E_CONFLICT`, when another
+/// backend holds it, in this process or another).
+pub fn acquire(path: &Path) -> Result<FileLock> {
+    check_parent(path)?;
+    let mut created = None;
+    let meta = loop {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => break meta,
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("cannot stat database", path, e)),
+        }
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+        {
+            Ok(f) => created = Some(f),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("cannot create database", path, e)),
+        }
+    };
+    check_file(path, &meta)?;
+    let key = (meta.dev(), meta.ino());
+    let locked = || {
+        Error::new(
+            Status::Conflict,
+            "store.locked",
+            format!("database {} is in use by another store", path.display()),
+        )
+    };
+    {
+        let mut reg = registry();
+        if reg.contains(&key) {
+            return Err(locked());
+        }
+        reg.push(key);
+    }
+    // From here on the registry entry is ours; `FileLock::drop` removes it.
+    let file = match created {
+        Some(f) => Ok(f),
+        None => OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path),
+    };
+    let file = match file {
+        Ok(f) => f,
+        Err(e) => {
+            registry().retain(|k| *k != key);
+            return Err(io_err("cannot open database", path, e));
+        }
+    };
+    let fmeta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => {
+            registry().retain(|k| *k != key);
+            return Err(io_err("cannot stat database", path, e));
+        }
+    };
+    let birth_ns = fmeta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let lock = FileLock {
+        file,
+        dev: key.0,
+        ino: key.1,
+        birth_ns,
+    };
+    if (fmeta.dev(), fmeta.ino()) != key {
+        // The path was replaced between the checks and the open.
+        return Err(Error::new(
+            Status::Io,
+            "sqlite.path-file",
+            format!(
+                "database {} changed while it was being opened",
+                path.display()
+            ),
+        ));
+    }
+    check_file(path, &fmeta)?;
+    // SAFETY: the descriptor is owned by `lock.file` and open for this call;
+    // flock only takes an advisory lock on it.
+    let rc = unsafe { libc::flock(lock.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(locked());
+        }
+        return Err(io_err("cannot lock database", path, e));
+    }
+    Ok(lock)
+}

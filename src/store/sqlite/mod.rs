@@ -1,0 +1,399 @@
+//! The SQLite backend, schema 17 (persistence.md §7): one database file
+//! holding every session, one row per event or per packed chunk run.
+//!
+//! * [`file`]: path rules, exclusive creation, the single-writer `flock`;
+//! * [`schema`]: the exact DDL, open-time checks, re-validation per write;
+//! * [`sessions`]: the `sessions` table (header columns, revision);
+//! * [`rows`]: the `events` rows (encoding, decoding, physical scan).
+//!
+//! Revision strings are `file:<dev>:<ino>:<birthtimeNs>:store:<store_id>:
+//! incarnation:<uuid>:revision:<n>` (`memory:store:<store_id>:…` for
+//! `:memory:`). `birthtimeNs` comes from `statx` through
+//! [`std::fs::Metadata::created`]; it is 0 where the kernel or file system
+//! does not report a birth time.
+
+mod file;
+mod rows;
+mod schema;
+mod sessions;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_damage;
+#[cfg(test)]
+mod tests_schema;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use self::rows::{RawRow, Wtf8};
+use self::schema::sql_err;
+use self::sessions::{header_id_bytes, SessionRow};
+use super::backend::{Backend, Listed, Loaded, Torn};
+use super::chunk_rows::{self, Record, SQLITE_BOUNDS};
+use crate::engine::Event;
+use crate::error::{Error, Result, Status};
+use crate::json::Value;
+
+pub use self::schema::{APPLICATION_ID, SCHEMA_VERSION};
+
+/// Sessions stored in one SQLite database (schema 17).
+pub struct SqliteBackend {
+    // Field order is drop order: the connection closes before the lock
+    // descriptor, so SQLite's POSIX locks are never dropped under it.
+    conn: Connection,
+    lock: Option<file::FileLock>,
+    /// `file:<dev>:<ino>:<birthtimeNs>:store:<id>` or `memory:store:<id>`.
+    identity: String,
+    zstd: zstd::bulk::Compressor<'static>,
+}
+
+impl std::fmt::Debug for SqliteBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteBackend")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+const INSERT_EVENT: &str = "INSERT INTO events \
+    (session_id, seq, type, time, data, source_event_seqs, surface_op, ignorable) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+impl SqliteBackend {
+    /// Open (creating and initializing when absent or empty) the database at
+    /// `path`, or an in-memory database for `":memory:"` (persistence.md
+    /// §7.3), and take the exclusive writer lock (`store.locked`). A
+    /// database that is refused is left unchanged.
+    pub fn open(path: &Path, busy_timeout_ms: u32) -> Result<SqliteBackend> {
+        let started = Instant::now();
+        let busy = Duration::from_millis(u64::from(busy_timeout_ms));
+        let memory = path.as_os_str() == ":memory:";
+        let lock = if memory {
+            None
+        } else {
+            Some(file::acquire(path)?)
+        };
+        let conn = if memory {
+            Connection::open_in_memory()
+        } else {
+            Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        }
+        .map_err(sql_err)?;
+        let mut backend = SqliteBackend {
+            conn,
+            lock,
+            identity: String::new(),
+            zstd: rows::compressor()?,
+        };
+        backend.conn.busy_timeout(busy).map_err(sql_err)?;
+        backend.conn.set_prepared_statement_cache_capacity(32);
+        let store_id = schema::configure(&mut backend.conn, memory, started, busy)?;
+        backend.identity = match &backend.lock {
+            Some(l) => format!("file:{}:{}:{}:store:{store_id}", l.dev, l.ino, l.birth_ns),
+            None => format!("memory:store:{store_id}"),
+        };
+        Ok(backend)
+    }
+
+    fn revision_of(&self, row: &SessionRow) -> String {
+        format!(
+            "{}:incarnation:{}:revision:{}",
+            self.identity, row.incarnation, row.revision
+        )
+    }
+}
+
+/// `BEGIN IMMEDIATE`, then the schema re-validation; the transaction rolls
+/// back when dropped uncommitted.
+fn write_tx(conn: &mut Connection) -> Result<Transaction<'_>> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql_err)?;
+    schema::validate_for_mutation(&tx)?;
+    Ok(tx)
+}
+
+fn lossy(id: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(id)
+}
+
+/// Validated rows of `id` with `seq >= from`, in seq order.
+fn select_rows(conn: &Connection, id: &[u8], from: i64) -> Result<Vec<RawRow>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq",
+            rows::COLUMNS
+        ))
+        .map_err(sql_err)?;
+    let mut q = stmt.query((Wtf8(id), from)).map_err(sql_err)?;
+    let mut out = Vec::new();
+    while let Some(row) = q.next().map_err(sql_err)? {
+        out.push(RawRow::from_row(row)?);
+    }
+    Ok(out)
+}
+
+/// The first seq of the physical span that holds the logical tail: the
+/// earlier of the last two rows, or a packed predecessor (within 1023 seqs)
+/// that covers it or fails to decode.
+fn tail_base(conn: &Connection, id: &[u8], start: i64) -> Result<i64> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 \
+             AND ignorable = 0 AND type IN ('text-chunks', 'reasoning-chunks', 'tool-call-chunks') \
+             ORDER BY seq",
+            rows::COLUMNS
+        ))
+        .map_err(sql_err)?;
+    let mut q = stmt
+        .query((Wtf8(id), (start - 1023).max(0), start))
+        .map_err(sql_err)?;
+    while let Some(row) = q.next().map_err(sql_err)? {
+        let row = RawRow::from_row(row)?;
+        if rows::last_member(&row).is_none_or(|last| last >= start as u64) {
+            return Ok(row.seq as i64);
+        }
+    }
+    Ok(start)
+}
+
+/// The next logical seq of `id` (0 for no rows); `sqlite.append-torn-tail`
+/// when the physical tail does not decode into a contiguous run.
+fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
+    let mut stmt = conn
+        .prepare_cached("SELECT seq FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 2")
+        .map_err(sql_err)?;
+    let last: Vec<i64> = stmt
+        .query_map([Wtf8(id)], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(sql_err)?;
+    let Some(&start) = last.last() else {
+        return Ok(0);
+    };
+    let base = tail_base(conn, id, start)?;
+    let tail = select_rows(conn, id, base)?;
+    let mut expected = base as u64;
+    for row in &tail {
+        let torn = |cause: Option<Error>| {
+            let message = format!(
+                "session \"{}\" has an invalid physical tail at seq {}",
+                lossy(id),
+                row.seq
+            );
+            match cause {
+                Some(e) => e.wrapped(
+                    Status::Corrupt,
+                    "sqlite.append-torn-tail",
+                    &format!("{message}: "),
+                ),
+                None => Error::new(Status::Corrupt, "sqlite.append-torn-tail", message),
+            }
+        };
+        match rows::decode(row) {
+            Ok(events) if row.seq == expected => expected += events.len() as u64,
+            Ok(_) => return Err(torn(None)),
+            Err(e) => return Err(torn(Some(e))),
+        }
+    }
+    Ok(expected)
+}
+
+/// Every event of the batch continues the log at `next`.
+fn check_seqs(next: u64, events: &[Arc<Event>], rule: &'static str, what: &str) -> Result<()> {
+    for (i, e) in events.iter().enumerate() {
+        let want = next + i as u64;
+        if e.seq != want {
+            let message = if i == 0 {
+                format!("{what} starts at seq {}, stored next seq is {next}", e.seq)
+            } else {
+                format!(
+                    "{what} is not contiguous: expected seq {want} at index {i}, got {}",
+                    e.seq
+                )
+            };
+            return Err(Error::new(Status::Conflict, rule, message));
+        }
+    }
+    Ok(())
+}
+
+/// Insert storage records (scalar rows and packed rows, §7.4).
+fn insert_records<'a>(
+    conn: &Connection,
+    id: &[u8],
+    records: impl IntoIterator<Item = Record<'a>>,
+    zstd: &mut zstd::bulk::Compressor<'static>,
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(INSERT_EVENT).map_err(sql_err)?;
+    for record in records {
+        match record {
+            Record::Event(e) => {
+                let data = rows::encode_data(e.data.to_json(), zstd)?;
+                let surface = rows::surface_columns(e)?;
+                stmt.execute((
+                    Wtf8(id),
+                    e.seq as i64,
+                    Wtf8(e.ty.as_wtf8()),
+                    e.time,
+                    data,
+                    surface.sources,
+                    surface.op,
+                    surface.ignorable,
+                ))
+                .map_err(sql_err)?;
+            }
+            Record::Row(row) => {
+                let data = rows::encode_data(row.data.to_json(), zstd)?;
+                let none: Option<&str> = None;
+                stmt.execute((
+                    Wtf8(id),
+                    row.seq0 as i64,
+                    row.tag,
+                    row.time0,
+                    data,
+                    none,
+                    none,
+                    0i64,
+                ))
+                .map_err(sql_err)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Backend for SqliteBackend {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn list(&mut self) -> Result<Vec<Listed>> {
+        let rows = sessions::select_all(&self.conn)?;
+        Ok(rows
+            .iter()
+            .map(|row| Listed {
+                header: row.header.clone(),
+                revision: self.revision_of(row),
+            })
+            .collect())
+    }
+
+    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
+        let tx = self.conn.transaction().map_err(sql_err)?;
+        let Some(session) = sessions::select(&tx, id.as_bytes())? else {
+            return Ok(None);
+        };
+        let stored = select_rows(&tx, id.as_bytes(), i64::MIN)?;
+        tx.commit().map_err(sql_err)?;
+        let scan = rows::scan(&stored, 0)?;
+        Ok(Some(Loaded {
+            revision: self.revision_of(&session),
+            header: session.header,
+            events: scan.events,
+            torn: scan.torn_from.map(|marker| Torn {
+                marker,
+                recovered: 0,
+            }),
+        }))
+    }
+
+    fn revision(&mut self, id: &str) -> Result<Option<String>> {
+        Ok(sessions::select(&self.conn, id.as_bytes())?.map(|row| self.revision_of(&row)))
+    }
+
+    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let id = header_id_bytes(header);
+        let incarnation = if materialize {
+            Some(schema::new_uuid()?)
+        } else {
+            None
+        };
+        let records = chunk_rows::pack(events, SQLITE_BOUNDS);
+        let tx = write_tx(&mut self.conn)?;
+        let next = logical_next(&tx, id)?;
+        let what = format!("session \"{}\" append", lossy(id));
+        check_seqs(next, events, "sqlite.append-seq-mismatch", &what)?;
+        if let Some(incarnation) = &incarnation {
+            sessions::upsert(&tx, header, incarnation)?;
+        }
+        sessions::bump_revision(&tx, id)?;
+        insert_records(&tx, id, records, &mut self.zstd)?;
+        tx.commit().map_err(sql_err)
+    }
+
+    fn delete(&mut self, id: &str) -> Result<bool> {
+        let tx = write_tx(&mut self.conn)?;
+        let id = Wtf8(id.as_bytes());
+        tx.prepare_cached("DELETE FROM events WHERE session_id = ?1")
+            .and_then(|mut s| s.execute([id]))
+            .map_err(sql_err)?;
+        let removed = tx
+            .prepare_cached("DELETE FROM sessions WHERE id = ?1")
+            .and_then(|mut s| s.execute([id]))
+            .map_err(sql_err)?;
+        tx.commit().map_err(sql_err)?;
+        Ok(removed > 0)
+    }
+
+    fn commit_repair(
+        &mut self,
+        header: &Value,
+        torn: Option<&Torn>,
+        events: &[Arc<Event>],
+    ) -> Result<()> {
+        if torn.is_none() && events.is_empty() {
+            return Ok(());
+        }
+        let id = header_id_bytes(header);
+        let tx = write_tx(&mut self.conn)?;
+        if !sessions::exists(&tx, id)? {
+            return Err(sessions::metadata_missing(id));
+        }
+        let scan = rows::scan(&select_rows(&tx, id, i64::MIN)?, 0)?;
+        match (torn, scan.torn_from) {
+            (Some(t), Some(from)) if t.marker == from => {
+                tx.prepare_cached("DELETE FROM events WHERE session_id = ?1 AND seq >= ?2")
+                    .and_then(|mut s| s.execute((Wtf8(id), from as i64)))
+                    .map_err(sql_err)?;
+            }
+            (Some(t), _) => {
+                return Err(Error::new(
+                    Status::Conflict,
+                    "sqlite.repair-stale-tail",
+                    format!(
+                        "repair is stale: physical tail no longer starts at {}",
+                        t.marker
+                    ),
+                ))
+            }
+            (None, Some(from)) => {
+                return Err(Error::new(
+                    Status::Conflict,
+                    "sqlite.repair-omitted-tail",
+                    format!("repair omitted the current torn tail at {from}"),
+                ))
+            }
+            (None, None) => {}
+        }
+        let next = scan.events.len() as u64;
+        check_seqs(
+            next,
+            events,
+            "sqlite.repair-stale-closer",
+            "repair is stale: closer",
+        )?;
+        sessions::bump_revision(&tx, id)?;
+        insert_records(&tx, id, events.iter().map(Record::Event), &mut self.zstd)?;
+        tx.commit().map_err(sql_err)
+    }
+}

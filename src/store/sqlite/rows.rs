@@ -1,0 +1,384 @@
+//! Event rows (persistence.md §7.4, §7.7): column validation
+//! (`sqlite.row-event`), encoding a record into columns, decoding a row
+//! into events (`codec.*`, `row.*`), and the physical scan.
+
+use std::io::Read;
+
+use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
+
+use crate::codec;
+use crate::engine::event::{Event, MAX_SAFE, TURN_END};
+use crate::error::{Error, Result, Status};
+use crate::json::{self, JsString, Object, Value};
+use crate::store::chunk_rows::{self, SQLITE_BOUNDS};
+
+/// The columns every event-row query selects, in [`RawRow::from_row`] order.
+pub const COLUMNS: &str = "seq, type, time, data, source_event_seqs, surface_op, ignorable";
+
+/// Data of at least this many UTF-8 bytes is considered for compression.
+const COMPRESS_FROM: usize = 4096;
+/// zstd level of compressed `data`.
+const ZSTD_LEVEL: i32 = 3;
+/// Decompression limit and JSON text limit of packed-row data.
+const PACKED_DATA_LIMIT: usize = 1_048_576;
+
+/// Text bound as SQLite TEXT without a UTF-8 check: WTF-8 bytes of a
+/// [`JsString`] (lone surrogates survive the round trip).
+#[derive(Debug, Clone, Copy)]
+pub struct Wtf8<'a>(pub &'a [u8]);
+
+impl ToSql for Wtf8<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(ValueRef::Text(self.0)))
+    }
+}
+
+/// A `data` column value: JSON text, or a zstd frame of it.
+#[derive(Debug, Clone)]
+pub enum Data {
+    /// TEXT.
+    Text(String),
+    /// BLOB: one zstd frame.
+    Blob(Vec<u8>),
+}
+
+impl ToSql for Data {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            Data::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            Data::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+        })
+    }
+}
+
+/// `encodeData`: TEXT below 4096 bytes, else a level-3 zstd frame when it is
+/// strictly shorter than the text.
+pub fn encode_data(text: String, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<Data> {
+    if text.len() < COMPRESS_FROM {
+        return Ok(Data::Text(text));
+    }
+    let frame = zstd.compress(text.as_bytes()).map_err(|e| {
+        Error::new(
+            Status::Io,
+            "io.sqlite",
+            format!("zstd compression failed: {e}"),
+        )
+    })?;
+    Ok(if frame.len() < text.len() {
+        Data::Blob(frame)
+    } else {
+        Data::Text(text)
+    })
+}
+
+/// A new compressor at the `encodeData` level.
+pub fn compressor() -> Result<zstd::bulk::Compressor<'static>> {
+    zstd::bulk::Compressor::new(ZSTD_LEVEL)
+        .map_err(|e| Error::new(Status::Io, "io.sqlite", format!("zstd: {e}")))
+}
+
+/// The surface columns of a scalar event row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SurfaceColumns {
+    /// `source_event_seqs`: the varint blob, NULL when absent.
+    pub sources: Option<Vec<u8>>,
+    /// `surface_op`: JSON text, NULL when absent.
+    pub op: Option<String>,
+    /// `ignorable`: 1, or NULL.
+    pub ignorable: Option<i64>,
+}
+
+/// Encode the surface columns of a scalar event row.
+pub fn surface_columns(e: &Event) -> Result<SurfaceColumns> {
+    let sources = match &e.sources {
+        None => None,
+        Some(Value::Array(seqs)) => Some(codec::encode_values(seqs)?),
+        Some(_) => {
+            return Err(Error::invalid_argument(
+                "codec.encode-invalid",
+                "sourceEventSeqs must hold non-negative safe integers",
+            ))
+        }
+    };
+    Ok(SurfaceColumns {
+        sources,
+        op: e.op.as_ref().map(Value::to_json),
+        ignorable: e.ignorable.then_some(1),
+    })
+}
+
+/// One `events` row after column validation.
+#[derive(Debug, Clone)]
+pub struct RawRow {
+    /// `seq` (the first member's seq for a packed row).
+    pub seq: u64,
+    ty: Vec<u8>,
+    time: i64,
+    data: RawData,
+    sources: Option<Vec<u8>>,
+    op: Option<Vec<u8>>,
+    ignorable: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+enum RawData {
+    Text(Vec<u8>),
+    Blob(Vec<u8>),
+}
+
+fn row_event(column: &str, what: &str) -> Error {
+    Error::new(
+        Status::Corrupt,
+        "sqlite.row-event",
+        format!("stored events.{column} must be {what}"),
+    )
+}
+
+fn corrupt(rule: &'static str, message: impl Into<String>) -> Error {
+    Error::new(Status::Corrupt, rule, message)
+}
+
+impl RawRow {
+    /// Validate the columns of a row selected with [`COLUMNS`] (`sqlite.row-event`).
+    pub fn from_row(row: &rusqlite::Row<'_>) -> Result<RawRow> {
+        let get = |i: usize| row.get_ref(i).map_err(super::schema::sql_err);
+        let seq = match get(0)? {
+            ValueRef::Integer(n) if (0..=MAX_SAFE as i64).contains(&n) => n as u64,
+            _ => return Err(row_event("seq", "a non-negative safe integer")),
+        };
+        let ty = match get(1)? {
+            ValueRef::Text(t) if !t.is_empty() => t.to_vec(),
+            _ => return Err(row_event("type", "non-empty text")),
+        };
+        let time = match get(2)? {
+            ValueRef::Integer(n) if n.unsigned_abs() <= MAX_SAFE => n,
+            _ => return Err(row_event("time", "a safe integer")),
+        };
+        let data = match get(3)? {
+            ValueRef::Text(t) => RawData::Text(t.to_vec()),
+            ValueRef::Blob(b) => RawData::Blob(b.to_vec()),
+            _ => return Err(row_event("data", "TEXT or BLOB")),
+        };
+        let sources = match get(4)? {
+            ValueRef::Null => None,
+            ValueRef::Blob(b) => Some(b.to_vec()),
+            _ => return Err(row_event("source_event_seqs", "NULL or BLOB")),
+        };
+        let op = match get(5)? {
+            ValueRef::Null => None,
+            ValueRef::Text(t) => Some(t.to_vec()),
+            _ => return Err(row_event("surface_op", "NULL or TEXT")),
+        };
+        let ignorable = match get(6)? {
+            ValueRef::Null => None,
+            ValueRef::Integer(n @ (0 | 1)) => Some(n),
+            _ => return Err(row_event("ignorable", "NULL, 0 or 1")),
+        };
+        Ok(RawRow {
+            seq,
+            ty,
+            time,
+            data,
+            sources,
+            op,
+            ignorable,
+        })
+    }
+
+    /// True for a packed row (`ignorable = 0`).
+    pub fn is_packed(&self) -> bool {
+        self.ignorable == Some(0)
+    }
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str> {
+    std::str::from_utf8(bytes)
+        .map_err(|e| corrupt("codec.utf8", format!("stored data is not valid UTF-8: {e}")))
+}
+
+/// The JSON text of a `data` column: TEXT as is, a BLOB decompressed.
+fn data_text(data: &RawData, limit: Option<usize>) -> Result<std::borrow::Cow<'_, str>> {
+    Ok(match data {
+        RawData::Text(t) => std::borrow::Cow::Borrowed(utf8(t)?),
+        RawData::Blob(b) => std::borrow::Cow::Owned(utf8(&inflate(b, limit)?)?.to_owned()),
+    })
+}
+
+fn parse(text: &str, what: &str) -> Result<Value> {
+    json::parse(text).map_err(|e| {
+        corrupt(
+            "codec.data-json",
+            format!("stored {what} is not valid JSON: {e}"),
+        )
+    })
+}
+
+/// Decompress one zstd value, failing (`codec.zstd`) beyond `limit` bytes.
+fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
+    let zerr = |e: std::io::Error| {
+        corrupt(
+            "codec.zstd",
+            format!("stored data failed zstd decompression: {e}"),
+        )
+    };
+    let decoder = zstd::stream::read::Decoder::with_buffer(frame).map_err(zerr)?;
+    let mut out = Vec::new();
+    match limit {
+        None => {
+            let mut d = decoder;
+            d.read_to_end(&mut out).map_err(zerr)?;
+        }
+        Some(limit) => {
+            decoder
+                .take(limit as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(zerr)?;
+            if out.len() > limit {
+                return Err(corrupt(
+                    "codec.zstd",
+                    format!("stored data decompresses to more than {limit} bytes"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Decode a validated row into its events (scalar: one; packed: its members).
+pub fn decode(row: &RawRow) -> Result<Vec<Value>> {
+    if row.is_packed() {
+        return decode_packed(row);
+    }
+    let sources = match &row.sources {
+        None => None,
+        Some(blob) => Some(Value::Array(
+            codec::decode(blob)?
+                .into_iter()
+                .map(|s| Value::Number(s as f64))
+                .collect(),
+        )),
+    };
+    let op = match &row.op {
+        None => None,
+        Some(text) => Some(parse(utf8(text)?, "surface_op")?),
+    };
+    let data = parse(&data_text(&row.data, None)?, "data")?;
+    let mut e = Object::with_capacity(7);
+    e.insert_str("type", Value::String(JsString::from_wtf8(row.ty.clone())));
+    e.insert_str("seq", Value::Number(row.seq as f64));
+    e.insert_str("time", Value::Number(row.time as f64));
+    e.insert_str("data", data);
+    if let Some(s) = sources {
+        e.insert_str("sourceEventSeqs", s);
+    }
+    if let Some(op) = op {
+        e.insert_str("surfaceOp", op);
+    }
+    if row.ignorable == Some(1) {
+        e.insert_str("ignorable", Value::Bool(true));
+    }
+    Ok(vec![Value::Object(e)])
+}
+
+fn decode_packed(row: &RawRow) -> Result<Vec<Value>> {
+    let tag = String::from_utf8_lossy(&row.ty).into_owned();
+    if !chunk_rows::is_tag(&tag) {
+        return Err(corrupt(
+            "row.packed-tag",
+            format!("malformed {tag} storage row: packed discriminator needs a chunk tag"),
+        ));
+    }
+    if row.sources.is_some() || row.op.is_some() {
+        return Err(corrupt(
+            "row.packed-surface-fields",
+            format!("malformed {tag} storage row: packed surface fields must be null"),
+        ));
+    }
+    let text = data_text(&row.data, Some(PACKED_DATA_LIMIT))?;
+    if text.len() > PACKED_DATA_LIMIT {
+        return Err(corrupt(
+            "row.too-large",
+            format!("malformed {tag} storage row: data exceeds {PACKED_DATA_LIMIT} bytes"),
+        ));
+    }
+    let data = parse(&text, "data")?;
+    chunk_rows::expand(
+        &tag,
+        &Value::Number(row.seq as f64),
+        &Value::Number(row.time as f64),
+        &data,
+        SQLITE_BOUNDS,
+    )
+}
+
+/// The seq of the last event a packed row covers, if it decodes.
+pub fn last_member(row: &RawRow) -> Option<u64> {
+    decode(row)
+        .ok()
+        .map(|events| row.seq + events.len() as u64 - 1)
+}
+
+/// The result of a clean physical scan.
+#[derive(Debug)]
+pub struct Scan {
+    /// Events of the valid contiguous prefix.
+    pub events: Vec<Value>,
+    /// Seq of the first row of the torn tail, if any.
+    pub torn_from: Option<u64>,
+}
+
+fn is_turn_end(e: &Value) -> bool {
+    e.as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(Value::as_js_str)
+        .is_some_and(|t| t == TURN_END)
+}
+
+/// `scanRows(rows, base)` (§7.7): rows in seq order; a bad row at or before
+/// the last row that decodes to a `turn/end` is `load.corrupt-committed-row`,
+/// a later one starts the torn tail.
+pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
+    let mut decoded: Vec<Result<Vec<Value>>> = rows.iter().map(decode).collect();
+    let last_turn_end = decoded.iter().rposition(|d| {
+        d.as_ref()
+            .is_ok_and(|events| events.iter().any(is_turn_end))
+    });
+    let mut events = Vec::with_capacity(rows.len());
+    let mut expected = base;
+    for (i, (row, d)) in rows.iter().zip(decoded.iter_mut()).enumerate() {
+        let cause = match d {
+            Ok(batch) if row.seq == expected => {
+                expected += batch.len() as u64;
+                events.append(batch);
+                continue;
+            }
+            Ok(_) => None,
+            Err(e) => Some(e),
+        };
+        if last_turn_end.is_some_and(|last| i <= last) {
+            let prefix = format!(
+                "corrupt session log: invalid committed physical row at seq {}",
+                row.seq
+            );
+            return Err(match cause {
+                Some(e) => e.clone().wrapped(
+                    Status::Corrupt,
+                    "load.corrupt-committed-row",
+                    &format!("{prefix}: "),
+                ),
+                None => corrupt(
+                    "load.corrupt-committed-row",
+                    format!("{prefix} (expected seq {expected})"),
+                ),
+            });
+        }
+        return Ok(Scan {
+            events,
+            torn_from: Some(row.seq),
+        });
+    }
+    Ok(Scan {
+        events,
+        torn_from: None,
+    })
+}

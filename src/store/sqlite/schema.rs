@@ -1,0 +1,397 @@
+//! Schema 17 (persistence.md §7.2, §7.3): the exact DDL, the open-time
+//! pragmas, version and identity checks, pristine initialization, the
+//! re-validation inside every write transaction, and store/incarnation ids.
+
+use std::time::{Duration, Instant};
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use crate::error::{Error, Result, Status};
+
+/// `PRAGMA application_id` of a schema-17 database (0x44534850, "DSHP").
+pub const APPLICATION_ID: i64 = 1_146_308_688;
+
+/// `PRAGMA user_version` of a schema-17 database.
+pub const SCHEMA_VERSION: i64 = 17;
+
+/// The three CREATE statements, token for token as in persistence.md §7.2.
+pub const CREATE_TABLES: [&str; 3] = [
+    "CREATE TABLE persistence_state (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  store_id  TEXT NOT NULL
+) STRICT",
+    "CREATE TABLE sessions (
+  id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL,
+  cwd TEXT, parent_session TEXT, seed_length INTEGER, origin TEXT,
+  delegation_depth INTEGER, agent_preset TEXT,
+  incarnation TEXT NOT NULL, revision INTEGER NOT NULL
+) STRICT",
+    "CREATE TABLE events (
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL,
+  data ANY NOT NULL, source_event_seqs ANY, surface_op TEXT,
+  ignorable INTEGER CHECK (ignorable IS NULL OR ignorable IN (0, 1)),
+  PRIMARY KEY (session_id, seq)
+) STRICT",
+];
+
+/// The user schema objects `(type, name, tbl_name, normalized sql)` ordered
+/// by type and name, exactly as the validation query must return them.
+const EXPECTED_OBJECTS: [(&str, &str, &str, &str); 3] = [
+    (
+        "table",
+        "events",
+        "events",
+        "CREATE TABLE events ( session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE, \
+         seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data ANY NOT NULL, \
+         source_event_seqs ANY, surface_op TEXT, ignorable INTEGER CHECK (ignorable IS NULL OR \
+         ignorable IN (0, 1)), PRIMARY KEY (session_id, seq) ) STRICT",
+    ),
+    (
+        "table",
+        "persistence_state",
+        "persistence_state",
+        "CREATE TABLE persistence_state ( singleton INTEGER PRIMARY KEY CHECK (singleton = 1), \
+         store_id TEXT NOT NULL ) STRICT",
+    ),
+    (
+        "table",
+        "sessions",
+        "sessions",
+        "CREATE TABLE sessions ( id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER \
+         NOT NULL, cwd TEXT, parent_session TEXT, seed_length INTEGER, origin TEXT, delegation_depth \
+         INTEGER, agent_preset TEXT, incarnation TEXT NOT NULL, revision INTEGER NOT NULL ) STRICT",
+    ),
+];
+
+/// A SQLite failure as `DSH_E_IO` (`sqlite.busy` for SQLITE_BUSY/LOCKED,
+/// else `io.sqlite`) carrying SQLite's message.
+pub fn sql_err(e: rusqlite::Error) -> Error {
+    let busy = matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    );
+    let rule = if busy { "sqlite.busy" } else { "io.sqlite" };
+    Error::new(Status::Io, rule, format!("SQLite: {e}"))
+}
+
+fn schema_err(rule: &'static str, message: impl Into<String>) -> Error {
+    Error::new(Status::SchemaMismatch, rule, message)
+}
+
+fn pragma_err(name: &str, value: impl std::fmt::Display) -> Error {
+    let rule = match name {
+        "trusted_schema" => "sqlite.pragma-trusted-schema",
+        "mmap_size" => "sqlite.pragma-mmap-size",
+        "journal_mode" => "sqlite.pragma-journal-mode",
+        _ => "sqlite.pragma-synchronous",
+    };
+    Error::new(
+        Status::Io,
+        rule,
+        format!("database retained {name}={value}"),
+    )
+}
+
+/// Run `sql` and return the first column of its first row, if any.
+fn first_value(conn: &Connection, sql: &str) -> Result<Option<rusqlite::types::Value>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
+    let mut rows = stmt.query([]).map_err(sql_err)?;
+    match rows.next().map_err(sql_err)? {
+        Some(row) => Ok(Some(
+            row.get::<_, rusqlite::types::Value>(0).map_err(sql_err)?,
+        )),
+        None => Ok(None),
+    }
+}
+
+fn int_value(conn: &Connection, sql: &str) -> Result<i64> {
+    match first_value(conn, sql)? {
+        Some(rusqlite::types::Value::Integer(n)) => Ok(n),
+        other => Err(Error::new(
+            Status::Io,
+            "io.sqlite",
+            format!("SQLite: unexpected result {other:?} from {sql}"),
+        )),
+    }
+}
+
+/// Collapse every whitespace run to one space and trim.
+pub fn normalize_sql(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `sqlite.schema-objects`: the user objects equal the canonical schema.
+fn validate_objects(conn: &Connection) -> Result<()> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT type, name, tbl_name, sql FROM sqlite_schema \
+             WHERE name NOT GLOB 'sqlite_*' ORDER BY type, name",
+        )
+        .map_err(sql_err)?;
+    let mut rows = stmt.query([]).map_err(sql_err)?;
+    let mut n = 0;
+    let mut ok = true;
+    while let Some(row) = rows.next().map_err(sql_err)? {
+        let text = |i: usize| match row.get_ref(i) {
+            Ok(ValueRef::Text(t)) => Some(String::from_utf8_lossy(t).into_owned()),
+            _ => None,
+        };
+        let got = (
+            text(0),
+            text(1),
+            text(2),
+            text(3).map(|s| normalize_sql(&s)),
+        );
+        ok &= EXPECTED_OBJECTS.get(n).is_some_and(|(ty, name, tbl, sql)| {
+            got.0.as_deref() == Some(*ty)
+                && got.1.as_deref() == Some(*name)
+                && got.2.as_deref() == Some(*tbl)
+                && got.3.as_deref() == Some(*sql)
+        });
+        n += 1;
+    }
+    if ok && n == EXPECTED_OBJECTS.len() {
+        Ok(())
+    } else {
+        Err(schema_err(
+            "sqlite.schema-objects",
+            "database does not contain the required schema objects",
+        ))
+    }
+}
+
+/// Inside a write transaction: the database is still ours and unchanged
+/// (`sqlite.mutation-app-id`, `sqlite.schema-objects`, `sqlite.mutation-version`).
+pub fn validate_for_mutation(conn: &Connection) -> Result<()> {
+    let app = int_value(conn, "PRAGMA application_id")?;
+    if app != APPLICATION_ID {
+        return Err(schema_err(
+            "sqlite.mutation-app-id",
+            format!("database application id changed to {app} before mutation"),
+        ));
+    }
+    validate_objects(conn)?;
+    let version = int_value(conn, "PRAGMA user_version")?;
+    if version != SCHEMA_VERSION {
+        return Err(schema_err(
+            "sqlite.mutation-version",
+            format!("database schema version changed to {version} before mutation"),
+        ));
+    }
+    Ok(())
+}
+
+/// Steps 1–7 of persistence.md §7.3 on a freshly opened connection; returns
+/// the store id. A refused database is left unchanged (the only writes are
+/// the pristine initialization and the journal mode, after the checks).
+pub fn configure(
+    conn: &mut Connection,
+    memory: bool,
+    started: Instant,
+    busy: Duration,
+) -> Result<String> {
+    conn.execute_batch("PRAGMA trusted_schema = OFF")
+        .map_err(sql_err)?;
+    let trusted = int_value(conn, "PRAGMA trusted_schema")?;
+    if trusted != 0 {
+        return Err(pragma_err("trusted_schema", trusted));
+    }
+    first_value(conn, "PRAGMA mmap_size = 0")?;
+    if !memory {
+        let mmap = int_value(conn, "PRAGMA mmap_size")?;
+        if mmap != 0 {
+            return Err(pragma_err("mmap_size", mmap));
+        }
+    }
+    conn.execute_batch("PRAGMA foreign_keys = ON")
+        .map_err(sql_err)?;
+    check_or_initialize(conn)?;
+    select_wal(conn, memory, started, busy)?;
+    conn.execute_batch("PRAGMA synchronous = FULL")
+        .map_err(sql_err)?;
+    let sync = int_value(conn, "PRAGMA synchronous")?;
+    if sync != 2 {
+        return Err(pragma_err("synchronous", sync));
+    }
+    let id = match first_value(
+        conn,
+        "SELECT store_id FROM persistence_state WHERE singleton = 1",
+    )? {
+        Some(rusqlite::types::Value::Text(id)) if is_uuid(&id) => id,
+        _ => {
+            return Err(Error::new(
+                Status::Corrupt,
+                "sqlite.store-id",
+                "database has no valid store identity",
+            ))
+        }
+    };
+    Ok(id)
+}
+
+/// Step 4: version / application id checks or pristine initialization, in
+/// one `BEGIN IMMEDIATE` transaction (rolled back on any failure).
+fn check_or_initialize(conn: &mut Connection) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql_err)?;
+    let version = int_value(&tx, "PRAGMA user_version")?;
+    let app = int_value(&tx, "PRAGMA application_id")?;
+    let objects = int_value(
+        &tx,
+        "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'",
+    )?;
+    if version == 0 && (app != 0 || objects > 0) {
+        return Err(schema_err(
+            "sqlite.schema-unversioned",
+            format!("database has an unversioned schema or application identity (application_id {app}, {objects} schema objects)"),
+        ));
+    }
+    if version != 0 && version != SCHEMA_VERSION {
+        return Err(schema_err(
+            "sqlite.schema-version",
+            format!("database has schema version {version}, incompatible with this build ({SCHEMA_VERSION})"),
+        ));
+    }
+    if version == SCHEMA_VERSION && app != APPLICATION_ID {
+        return Err(schema_err(
+            "sqlite.application-id",
+            format!("database application id {app} is not the expected {APPLICATION_ID}"),
+        ));
+    }
+    if version == 0 {
+        for ddl in CREATE_TABLES {
+            tx.execute_batch(ddl).map_err(sql_err)?;
+        }
+        tx.execute(
+            "INSERT INTO persistence_state (singleton, store_id) VALUES (1, ?1)",
+            [new_uuid()?],
+        )
+        .map_err(sql_err)?;
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+        ))
+        .map_err(sql_err)?;
+    }
+    validate_objects(&tx)?;
+    tx.commit().map_err(sql_err)
+}
+
+/// Step 5: `journal_mode = WAL`, retrying SQLITE_BUSY every ≤ 10 ms until
+/// `busy` after the open started.
+fn select_wal(conn: &Connection, memory: bool, started: Instant, busy: Duration) -> Result<()> {
+    let mode = loop {
+        let result = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0));
+        match result {
+            Ok(mode) => break mode,
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
+                let elapsed = started.elapsed();
+                if elapsed >= busy {
+                    return Err(sql_err(e));
+                }
+                std::thread::sleep((busy - elapsed).min(Duration::from_millis(10)));
+            }
+            Err(e) => return Err(sql_err(e)),
+        }
+    };
+    let wanted = if memory { "memory" } else { "wal" };
+    if !mode.eq_ignore_ascii_case(wanted) {
+        return Err(pragma_err("journal_mode", mode));
+    }
+    Ok(())
+}
+
+/// Fill `buf` with random bytes from `getrandom(2)`, else `/dev/urandom`.
+fn random_bytes(buf: &mut [u8]) -> Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes
+        // that lives for the whole call; getrandom writes at most that many.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n > 0 {
+            filled += n as usize;
+            continue;
+        }
+        if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        use std::io::Read;
+        return std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(rest))
+            .map_err(|e| {
+                Error::new(
+                    Status::Io,
+                    "io.sqlite",
+                    format!("cannot read random bytes: {e}"),
+                )
+            });
+    }
+    Ok(())
+}
+
+/// A random UUID v4 in lowercase hyphenated form.
+pub fn new_uuid() -> Result<String> {
+    let mut b = [0u8; 16];
+    random_bytes(&mut b)?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    ))
+}
+
+/// `^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, case-insensitive.
+pub fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            14 => (b'1'..=b'8').contains(c),
+            19 => matches!(c.to_ascii_lowercase(), b'8' | b'9' | b'a' | b'b'),
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddl_normalizes_to_the_expected_objects() {
+        let mut by_name: Vec<(&str, String)> = CREATE_TABLES
+            .iter()
+            .map(|ddl| {
+                (
+                    ddl.split_whitespace().nth(2).unwrap_or(""),
+                    normalize_sql(ddl),
+                )
+            })
+            .collect();
+        by_name.sort();
+        for ((name, sql), (_, exp_name, _, exp_sql)) in by_name.iter().zip(EXPECTED_OBJECTS) {
+            assert_eq!(*name, exp_name);
+            assert_eq!(sql, exp_sql);
+        }
+    }
+
+    #[test]
+    fn uuids() {
+        for _ in 0..100 {
+            let u = new_uuid().unwrap();
+            assert!(is_uuid(&u), "{u}");
+        }
+        assert!(is_uuid("123E4567-E89B-42D3-A456-426614174000"));
+        assert!(!is_uuid("123e4567-e89b-92d3-a456-426614174000"));
+        assert!(!is_uuid("123e4567-e89b-42d3-c456-426614174000"));
+        assert!(!is_uuid("123e4567e89b42d3a456426614174000"));
+    }
+}

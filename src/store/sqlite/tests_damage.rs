@@ -1,0 +1,362 @@
+//! Damaged rows: the physical scan (torn tail vs committed corruption),
+//! column validation, the append tail check, repair, and a throughput probe.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::tests::{delta, header, open, plain, raw, values, TempDir};
+use super::*;
+
+/// 0 turn/start, 1 user/message, 2..=6 packed deltas, 7 assistant/message,
+/// 8 turn/end, 9 turn/start, 10 user/message, 11 and 12 scalar deltas.
+fn log() -> Vec<Arc<Event>> {
+    let mut out = vec![
+        plain(0, "turn/start", r#"{"turn":1}"#, ""),
+        plain(1, "user/message", r#"{"m":1}"#, r#","sourceEventSeqs":[0]"#),
+    ];
+    out.extend((2..=6).map(|s| delta(s, 50, "text", "x")));
+    out.push(plain(
+        7,
+        "assistant/message",
+        "{}",
+        r#","sourceEventSeqs":[2],"surfaceOp":"append""#,
+    ));
+    out.push(plain(8, "turn/end", r#"{"turn":1}"#, ""));
+    out.push(plain(9, "turn/start", r#"{"turn":2}"#, ""));
+    out.push(plain(
+        10,
+        "user/message",
+        r#"{"m":2}"#,
+        r#","sourceEventSeqs":[9]"#,
+    ));
+    out.push(delta(11, 60, "text", "y"));
+    out.push(delta(12, 61, "text", "z"));
+    out
+}
+
+/// A database holding [`log`] under id `s`, damaged by `sql`.
+fn damaged(tag: &str, sql: &str) -> (TempDir, Vec<Arc<Event>>) {
+    let dir = TempDir::new(tag);
+    let events = log();
+    open(&dir.db()).append(&header("s"), &events, true).unwrap();
+    raw(&dir.db()).execute_batch(sql).unwrap();
+    (dir, events)
+}
+
+fn load_err(dir: &TempDir) -> Error {
+    open(&dir.db()).load("s").unwrap_err()
+}
+
+#[test]
+fn bad_blob_before_the_last_turn_end_is_committed_corruption() {
+    let (dir, _) = damaged(
+        "committed",
+        "UPDATE events SET source_event_seqs = X'80' WHERE seq = 1",
+    );
+    let err = load_err(&dir);
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Corrupt, "load.corrupt-committed-row")
+    );
+    assert_eq!(err.cause, Some("codec.truncated"));
+    assert!(err.message.contains("at seq 1"), "{}", err.message);
+}
+
+#[test]
+fn bad_packed_row_before_the_last_turn_end_is_committed_corruption() {
+    let (dir, _) = damaged(
+        "packed",
+        "UPDATE events SET data = '{\"turn\":1}' WHERE seq = 2",
+    );
+    let err = load_err(&dir);
+    assert_eq!(
+        (err.rule, err.cause),
+        ("load.corrupt-committed-row", Some("row.data-keys"))
+    );
+}
+
+#[test]
+fn bad_blob_after_the_last_turn_end_is_a_torn_tail_that_repair_cuts() {
+    let (dir, events) = damaged(
+        "torn",
+        "UPDATE events SET source_event_seqs = X'8000' WHERE seq = 10",
+    );
+    let mut b = open(&dir.db());
+    let loaded = b.load("s").unwrap().unwrap();
+    assert_eq!(loaded.events, values(&events[..10]));
+    let torn = loaded.torn.clone().unwrap();
+    assert_eq!(
+        torn,
+        Torn {
+            marker: 10,
+            recovered: 0
+        }
+    );
+    let closers = [plain(
+        10,
+        "turn/end",
+        r#"{"turn":2}"#,
+        r#","surfaceOp":"append""#,
+    )];
+    // Stale or omitted markers and stale closers are refused, changing nothing.
+    let stale = Torn {
+        marker: 11,
+        recovered: 0,
+    };
+    let err = b
+        .commit_repair(&header("s"), Some(&stale), &closers)
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Conflict, "sqlite.repair-stale-tail")
+    );
+    let err = b.commit_repair(&header("s"), None, &closers).unwrap_err();
+    assert_eq!(err.rule, "sqlite.repair-omitted-tail");
+    let wrong = [plain(11, "turn/end", "{}", "")];
+    let err = b
+        .commit_repair(&header("s"), Some(&torn), &wrong)
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Conflict, "sqlite.repair-stale-closer")
+    );
+    assert_eq!(b.revision("s").unwrap(), Some(loaded.revision.clone()));
+    b.commit_repair(&header("s"), Some(&torn), &closers)
+        .unwrap();
+    let repaired = b.load("s").unwrap().unwrap();
+    let mut want = values(&events[..10]);
+    want.extend(values(&closers));
+    assert_eq!(repaired.events, want);
+    assert!(repaired.torn.is_none());
+    assert_ne!(repaired.revision, loaded.revision);
+    // Nothing to do: no write, no revision change.
+    b.commit_repair(&header("s"), None, &[]).unwrap();
+    assert_eq!(b.revision("s").unwrap(), Some(repaired.revision));
+}
+
+#[test]
+fn bad_zstd_after_the_last_turn_end_is_torn() {
+    let (dir, _) = damaged(
+        "zstd",
+        "UPDATE events SET data = X'28B52FFD0000' WHERE seq = 12",
+    );
+    let loaded = open(&dir.db()).load("s").unwrap().unwrap();
+    assert_eq!(loaded.events.len(), 12);
+    assert_eq!(
+        loaded.torn,
+        Some(Torn {
+            marker: 12,
+            recovered: 0
+        })
+    );
+}
+
+#[test]
+fn truncated_zstd_frame_is_a_codec_error() {
+    let text = format!(r#"{{"big":"{}"}}"#, "ab".repeat(5000));
+    let frame = zstd::bulk::compress(text.as_bytes(), 3).unwrap();
+    let hex: String = frame[..frame.len() - 3]
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    let sql = format!("UPDATE events SET data = X'{hex}' WHERE seq = 1");
+    let (dir, _) = damaged("zstd-cut", &sql);
+    let err = load_err(&dir);
+    assert_eq!(
+        (err.rule, err.cause),
+        ("load.corrupt-committed-row", Some("codec.zstd"))
+    );
+}
+
+#[test]
+fn wrong_column_types_are_errors_not_torn_tails() {
+    let cases = [
+        "UPDATE events SET data = 42 WHERE seq = 12",
+        "UPDATE events SET source_event_seqs = 'text' WHERE seq = 12",
+        "UPDATE events SET type = '' WHERE seq = 12",
+        "UPDATE events SET seq = -5 WHERE seq = 12",
+        "UPDATE events SET time = 9007199254740992 WHERE seq = 12",
+        "PRAGMA ignore_check_constraints = ON; UPDATE events SET ignorable = 2 WHERE seq = 12",
+    ];
+    for sql in cases {
+        let (dir, _) = damaged("columns", sql);
+        let err = load_err(&dir);
+        assert_eq!(
+            (err.status, err.rule),
+            (Status::Corrupt, "sqlite.row-event"),
+            "{sql}"
+        );
+        if !sql.contains("SET seq") {
+            // The damaged row is still the last one: the append tail check reads it.
+            let mut b = open(&dir.db());
+            let err = b
+                .append(&header("s"), &[plain(13, "x/e", "{}", "")], false)
+                .unwrap_err();
+            assert_eq!(err.rule, "sqlite.row-event", "{sql}");
+        }
+    }
+}
+
+#[test]
+fn seq_gaps() {
+    // A gap before the last turn/end is committed corruption.
+    let (dir, _) = damaged("gap-committed", "DELETE FROM events WHERE seq = 7");
+    let err = load_err(&dir);
+    assert_eq!(err.rule, "load.corrupt-committed-row");
+    assert!(err.message.contains("at seq 8"), "{}", err.message);
+    // A gap after it starts the torn tail at the first row past the gap.
+    let (dir, events) = damaged("gap-torn", "DELETE FROM events WHERE seq = 11");
+    let mut b = open(&dir.db());
+    let loaded = b.load("s").unwrap().unwrap();
+    assert_eq!(loaded.events, values(&events[..11]));
+    let torn = loaded.torn.unwrap();
+    assert_eq!(torn.marker, 12);
+    let err = b
+        .append(&header("s"), &[plain(13, "x/e", "{}", "")], false)
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Corrupt, "sqlite.append-torn-tail")
+    );
+    b.commit_repair(
+        &header("s"),
+        Some(&torn),
+        &[plain(11, "turn/end", "{}", "")],
+    )
+    .unwrap();
+    b.append(&header("s"), &[plain(12, "x/e", "{}", "")], false)
+        .unwrap();
+    assert_eq!(b.load("s").unwrap().unwrap().events.len(), 13);
+}
+
+#[test]
+fn append_sees_a_torn_last_row() {
+    let (dir, _) = damaged(
+        "tail",
+        "UPDATE events SET source_event_seqs = X'80' WHERE seq = 12",
+    );
+    let mut b = open(&dir.db());
+    let err = b
+        .append(&header("s"), &[plain(13, "x/e", "{}", "")], false)
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Corrupt, "sqlite.append-torn-tail")
+    );
+    assert_eq!(err.cause, Some("codec.truncated"));
+}
+
+#[test]
+fn append_expands_a_packed_predecessor_of_the_tail() {
+    // Rows 11 and 12 overlap the packed row at 10 (members 10..=12): the
+    // last two rows alone look contiguous, the packed predecessor does not.
+    let dir = TempDir::new("predecessor");
+    let mut events: Vec<_> = (0..10).map(|s| plain(s, "x/e", "{}", "")).collect();
+    events.extend((10..13).map(|s| delta(s, 5, "text", "p")));
+    open(&dir.db()).append(&header("s"), &events, true).unwrap();
+    raw(&dir.db())
+        .execute_batch(
+            "INSERT INTO events (session_id, seq, type, time, data) VALUES ('s', 11, 'x/e', 0, '{}'); \
+             INSERT INTO events (session_id, seq, type, time, data) VALUES ('s', 12, 'x/e', 0, '{}');",
+        )
+        .unwrap();
+    let mut b = open(&dir.db());
+    let err = b
+        .append(&header("s"), &[plain(13, "x/e", "{}", "")], false)
+        .unwrap_err();
+    assert_eq!(err.rule, "sqlite.append-torn-tail");
+    assert!(err.message.contains("at seq 11"), "{}", err.message);
+}
+
+#[test]
+fn repair_closers_are_scalar_rows() {
+    let dir = TempDir::new("closers");
+    let h = header("s");
+    let mut b = open(&dir.db());
+    b.append(&h, &[plain(0, "turn/start", r#"{"turn":1}"#, "")], true)
+        .unwrap();
+    let closers: Vec<_> = (1..5).map(|s| delta(s, 9, "text", "c")).collect();
+    b.commit_repair(&h, None, &closers).unwrap();
+    let loaded = b.load("s").unwrap().unwrap();
+    assert_eq!(loaded.events.len(), 5);
+    assert_eq!(loaded.events[1..], values(&closers)[..]);
+    assert!(loaded.revision.ends_with(":revision:2"));
+    drop(b);
+    let conn = raw(&dir.db());
+    let packed: i64 = conn
+        .query_row("SELECT count(*) FROM events WHERE ignorable = 0", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(packed, 0);
+    drop(conn);
+    let err = open(&dir.db())
+        .commit_repair(&header("none"), None, &[plain(0, "turn/end", "{}", "")])
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Corrupt, "sqlite.metadata-missing")
+    );
+}
+
+/// A streaming-shaped log: every 50 deltas a message and a tool call.
+fn streaming(n: u64) -> Vec<Arc<Event>> {
+    (0..n)
+        .map(|s| match s % 52 {
+            50 => plain(
+                s,
+                "assistant/message",
+                r#"{"message":{"role":"assistant","content":"done"}}"#,
+                "",
+            ),
+            51 => plain(
+                s,
+                "tool/call",
+                r#"{"id":"call_1","name":"ls","args":{}}"#,
+                "",
+            ),
+            _ => delta(s, 1_700_000_000_000 + s as i64, "text", "tok"),
+        })
+        .collect()
+}
+
+/// Rough throughput; run with
+/// `cargo test --release --lib store::sqlite::tests_damage::throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn throughput() {
+    let dir = TempDir::new("bench");
+    let mut b = open(&dir.db());
+    let events = streaming(100_000);
+    let t = Instant::now();
+    b.append(&header("one"), &events, true).unwrap();
+    let one = t.elapsed();
+    let t = Instant::now();
+    for (i, batch) in events.chunks(1000).enumerate() {
+        b.append(&header("batched"), batch, i == 0).unwrap();
+    }
+    let batched = t.elapsed();
+    let t = Instant::now();
+    for (i, e) in events[..2000].iter().enumerate() {
+        b.append(&header("single"), std::slice::from_ref(e), i == 0)
+            .unwrap();
+    }
+    let single = t.elapsed();
+    let t = Instant::now();
+    let loaded = b.load("one").unwrap().unwrap();
+    let load = t.elapsed();
+    assert_eq!(loaded.events.len(), 100_000);
+    let rate = |n: f64, d: std::time::Duration| n / d.as_secs_f64();
+    println!(
+        "sqlite: 1×100k append {:?} ({:.0} ev/s); 100×1k appends {:?} ({:.0} ev/s); \
+         2k single-event appends {:?} ({:.0} appends/s); load 100k {:?} ({:.0} ev/s)",
+        one,
+        rate(1e5, one),
+        batched,
+        rate(1e5, batched),
+        single,
+        rate(2e3, single),
+        load,
+        rate(1e5, load)
+    );
+}
