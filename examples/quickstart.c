@@ -1,10 +1,13 @@
 /*
  * quickstart.c: one agent-like session through the dsh-session C ABI.
  *
- * A user asks a question, the model streams an answer with a tool call, the
- * tool runs, the model answers; then a compaction replaces the first turn's
- * messages with a summary, and the session is forked. The derived message
- * lists are printed: that is what an agent would send to its model.
+ * The store is an embedded SQLite database (target/quickstart/quickstart.db,
+ * or the path given as the first argument). On the first run a user asks a
+ * question, the model streams an answer with a tool call, the tool runs, the
+ * model answers; then a compaction replaces the first turn's messages with a
+ * summary, and the session is forked. Every later run reopens the session it
+ * wrote (crash repair runs on open) and adds one more turn. The derived
+ * message lists are printed: that is what an agent would send to its model.
  *
  * Build and run: ./scripts/quickstart.sh
  */
@@ -38,16 +41,66 @@ static void print_derived(const char *title, dsh_session *s) {
     dsh_buf_free(&out);
 }
 
-int main(void) {
+/* A later run: one more question and answer on the reopened session. */
+static void follow_up(dsh_session *s) {
+    dsh_buf out = DSH_BUF_INIT;
+    /* The next turn number: one more than the turns already closed. */
+    check("events", dsh_session_events(s, 0, UINT64_MAX, &out), &out);
+    long turn = 1;
+    for (const char *p = out.ptr; (p = strstr(p, "\"type\":\"turn/end\"")) != NULL; p++) turn++;
+    dsh_buf_free(&out);
+    char data[512];
+    printf("\nturn %ld:\n", turn);
+    snprintf(data, sizeof data, "{\"turn\":%ld}", turn);
+    append(s, "turn/start", data, NULL);
+    snprintf(data, sizeof data,
+             "{\"id\":\"u%ld\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Anything else?\"}],"
+             "\"source\":{\"kind\":\"user\"}}", turn);
+    append(s, "user/message", data, "{\"surfaceOp\":\"append\"}");
+    snprintf(data, sizeof data,
+             "{\"turn\":%ld,\"step\":1,\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
+             "\"text\":\"Nothing else: the log keeps every event.\"}],\"source\":{\"kind\":\"model\",\"provider\":"
+             "\"deepseek\",\"model\":\"deepseek-chat\"},\"id\":\"a%ld\"}}", turn, turn);
+    append(s, "assistant/message", data, "{\"surfaceOp\":\"append\",\"sourceEventSeqs\":[]}");
+    snprintf(data, sizeof data, "{\"turn\":%ld,\"reason\":{\"kind\":\"completed\"}}", turn);
+    append(s, "turn/end", data, NULL);
+    print_derived("derived messages after this run's turn", s);
+}
+
+int main(int argc, char **argv) {
     dsh_buf out = DSH_BUF_INIT;
     dsh_store *store = NULL;
     printf("dsh-session %s (ABI %u)\n", dsh_version(), dsh_abi_version());
 
-    /* A memory store: sessions live as long as the store. */
-    check("store_open", dsh_store_open("{\"backend\":\"memory\"}", &store, &out), &out);
+    /* An embedded SQLite store; appends are written behind, flush is the barrier. */
+    const char *path = argc > 1 ? argv[1] : "target/quickstart/quickstart.db";
+    char config[1024];
+    snprintf(config, sizeof config, "{\"backend\":\"sqlite\",\"path\":\"%s\"}", path);
+    check("store_open", dsh_store_open(config, &store, &out), &out);
+    printf("store: %s at %s\n", out.ptr, path);
     dsh_buf_free(&out);
 
     dsh_session *s = NULL;
+    dsh_status st = dsh_session_open(store, "demo", &s, &out);
+    if (st == DSH_OK) {
+        printf("reopened session demo: %s\n", out.ptr);
+        dsh_buf_free(&out);
+        print_derived("derived messages as stored", s);
+        follow_up(s);
+        check("flush", dsh_session_flush(s, &out), &out);
+        dsh_buf_free(&out);
+        check("close", dsh_session_close(s, &out), &out);
+        dsh_buf_free(&out);
+        check("store list", dsh_store_list(store, &out), &out);
+        printf("\nstored sessions: %s\n", out.ptr);
+        dsh_buf_free(&out);
+        check("store close", dsh_store_close(store, &out), &out);
+        dsh_buf_free(&out);
+        return 0;
+    }
+    check("session_open", st == DSH_E_NOT_FOUND ? DSH_OK : st, &out);
+    dsh_buf_free(&out);
+
     check("session_create", dsh_session_create(store, "{\"id\":\"demo\",\"cwd\":\"/home/demo\"}", &s, &out), &out);
     printf("created session: %s\n", out.ptr);
     dsh_buf_free(&out);

@@ -11,4 +11,6 @@ soname=$(readelf -d target/release/libdsh_session.so | sed -n 's/.*SONAME.*\[\(.
 ln -sf libdsh_session.so "target/release/$soname"
 cc -std=c99 -Wall -Wextra -Werror -Iinclude examples/quickstart.c \
    -Ltarget/release -ldsh_session -Wl,-rpath,"$PWD/target/release" -o target/quickstart/quickstart
-./target/quickstart/quickstart
+# The first run creates the session in target/quickstart/quickstart.db;
+# every later run reopens it and adds a turn.
+./target/quickstart/quickstart "$@"
