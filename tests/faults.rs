@@ -106,7 +106,7 @@ fn sqlite_wrong_column_types_are_corrupt() {
         &db,
         "UPDATE events SET source_event_seqs = 'text' WHERE seq = 7",
     );
-    let err = open_after(&config).err().expect("refused");
+    let err = open_after(&config).expect_err("refused");
     assert_eq!(
         (err.0, rule(&err.1).as_str()),
         (DSH_E_CORRUPT, "sqlite.row-event"),
