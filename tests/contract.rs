@@ -426,6 +426,8 @@ macro_rules! contract {
 
 contract!(memory, "memory");
 contract!(sqlite, "sqlite");
+contract!(jsonl_zstd, "jsonl-zstd");
+contract!(jsonl_raw, "jsonl-raw");
 
 fn inspect_reads_without_repairing(kind: &str) {
     let f = Fixture::new(kind);

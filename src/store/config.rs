@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::backend::Backend;
+use super::jsonl::{Compression, JsonlBackend};
 use super::memory::MemoryBackend;
 use super::sqlite::SqliteBackend;
 use crate::engine::session::parse_input;
@@ -142,9 +143,14 @@ impl BackendConfig {
             BackendConfig::Sqlite { path } => {
                 Ok(Box::new(SqliteBackend::open(path, SQLITE_BUSY_TIMEOUT_MS)?))
             }
-            BackendConfig::Jsonl { .. } => Err(config_error(
-                "the jsonl backend is not available in this build yet",
-            )),
+            BackendConfig::Jsonl { path, zstd } => {
+                let compression = if *zstd {
+                    Compression::Zstd
+                } else {
+                    Compression::None
+                };
+                Ok(Box::new(JsonlBackend::open(path, compression)?))
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod chunk_rows;
 mod config;
+pub mod jsonl;
 pub mod memory;
 mod session;
 pub mod sqlite;

@@ -17,7 +17,7 @@ pub fn header_line(header: &Value) -> String {
     let h = header.as_object().unwrap_or(&empty);
     let zero = Value::Number(0.0);
     let mut out = String::from("{\"type\":\"session\"");
-    let mut push = |out: &mut String, key: &str, value: &Value| {
+    let push = |out: &mut String, key: &str, value: &Value| {
         out.push_str(",\"");
         out.push_str(key);
         out.push_str("\":");
@@ -31,7 +31,11 @@ pub fn header_line(header: &Value) -> String {
             push(&mut out, key, v);
         }
     }
-    push(&mut out, "delegationDepth", h.get("delegationDepth").unwrap_or(&zero));
+    push(
+        &mut out,
+        "delegationDepth",
+        h.get("delegationDepth").unwrap_or(&zero),
+    );
     if let Some(v) = h.get("agentPreset") {
         push(&mut out, "agentPreset", v);
     }
@@ -53,7 +57,10 @@ fn corrupt(rule: &'static str, message: String) -> Error {
 }
 
 fn non_negative_safe(v: Option<&Value>) -> bool {
-    v.and_then(Value::as_safe_u64).is_some() && !v.and_then(Value::as_f64).is_some_and(|n| n.is_sign_negative())
+    v.and_then(Value::as_safe_u64).is_some()
+        && !v
+            .and_then(Value::as_f64)
+            .is_some_and(|n| n.is_sign_negative())
 }
 
 /// The shape guard (`isHeaderLine`).
@@ -64,14 +71,19 @@ fn is_header_line(v: &Value) -> bool {
         && h.get("id").is_some_and(Value::is_string)
         && non_negative_safe(h.get("createdAt"))
         && non_negative_safe(h.get("delegationDepth"))
-        && h.get("origin").is_none_or(|o| o.as_str() == Some("subagent"))
+        && h.get("origin")
+            .is_none_or(|o| o.as_str() == Some("subagent"))
         && h.get("agentPreset").is_none_or(Value::is_string)
 }
 
 /// The version refusal of a raw first line (`load.version-newer/older`).
 fn refuse_version(v: &Value, path: &Path) -> Result<()> {
-    let Some(h) = v.as_object() else { return Ok(()) };
-    let Some(version) = h.get("version").and_then(Value::as_f64) else { return Ok(()) };
+    let Some(h) = v.as_object() else {
+        return Ok(());
+    };
+    let Some(version) = h.get("version").and_then(Value::as_f64) else {
+        return Ok(());
+    };
     if version == 0.0 {
         return Ok(());
     }
@@ -112,7 +124,10 @@ pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>
         Err(e) => {
             return Err(corrupt(
                 "jsonl.header-not-json",
-                format!("corrupt session log {}: header line is not JSON ({e})", path.display()),
+                format!(
+                    "corrupt session log {}: header line is not JSON ({e})",
+                    path.display()
+                ),
             ))
         }
     };
@@ -125,7 +140,10 @@ pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>
         }
         return Err(corrupt(
             "jsonl.header-invalid",
-            format!("corrupt session log {}: first line is not a session header", path.display()),
+            format!(
+                "corrupt session log {}: first line is not a session header",
+                path.display()
+            ),
         ));
     }
     let h = value.as_object().expect("checked by the guard");
@@ -133,16 +151,25 @@ pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>
         return Err(Error::new(
             Status::SchemaMismatch,
             "jsonl.header-retired-fields",
-            format!("session log {} uses retired policy baseline fields (sandboxMode/approvalPolicy)", path.display()),
+            format!(
+                "session log {} uses retired policy baseline fields (sandboxMode/approvalPolicy)",
+                path.display()
+            ),
         ));
     }
     let mut out = Object::new();
-    for key in ["version", "id", "createdAt"].into_iter().chain(MIDDLE_KEYS) {
+    for key in ["version", "id", "createdAt"]
+        .into_iter()
+        .chain(MIDDLE_KEYS)
+    {
         if let Some(v) = h.get(key) {
             out.insert_str(key, v.clone());
         }
     }
-    out.insert_str("delegationDepth", h.get("delegationDepth").cloned().unwrap_or_default());
+    out.insert_str(
+        "delegationDepth",
+        h.get("delegationDepth").cloned().unwrap_or_default(),
+    );
     if let Some(v) = h.get("agentPreset") {
         out.insert_str("agentPreset", v.clone());
     }

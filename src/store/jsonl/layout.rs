@@ -23,7 +23,10 @@ fn literal(unit: u16) -> Option<char> {
 }
 
 fn empty_segment(what: &str) -> Error {
-    Error::invalid_argument("jsonl.empty-segment", format!("cannot encode an empty {what}"))
+    Error::invalid_argument(
+        "jsonl.empty-segment",
+        format!("cannot encode an empty {what}"),
+    )
 }
 
 /// `encodeSegment(id)`: the session directory name. Injective over UTF-16
@@ -81,8 +84,8 @@ pub fn project_key(cwd: &JsString) -> Result<String> {
 }
 
 /// The project directory of a header: `_no-cwd` or `projectKey(cwd)`.
-/// A `cwd` that is not a string cannot name a directory (`jsonl.header-path-mismatch`
-/// is the caller's to raise; here it is `jsonl.empty-segment`-like refusal).
+/// An empty or non-string `cwd` names no directory (`jsonl.empty-segment`;
+/// a read turns that into `jsonl.header-path-mismatch`).
 pub fn project_dir_of(header: &Value) -> Result<String> {
     match header.as_object().and_then(|h| h.get("cwd")) {
         None => Ok(NO_CWD_DIR.to_string()),
@@ -186,7 +189,10 @@ pub fn legacy_layout(path: &Path) -> Error {
     Error::new(
         Status::SchemaMismatch,
         "jsonl.legacy-layout",
-        format!("artifact {} uses the unsupported flat-file layout", path.display()),
+        format!(
+            "artifact {} uses the unsupported flat-file layout",
+            path.display()
+        ),
     )
 }
 
@@ -221,10 +227,12 @@ pub fn find_log(root: &Path, segment: &str, compression: Compression) -> Result<
         check_encoding(&dir, compression)?;
         let log = dir.join(log_name(compression));
         if stat(&log)?.is_some_and(|m| m.is_file()) {
-            if found.is_some() {
-                return Err(duplicate_id(segment));
+            match &found {
+                // The same physical file reached through another name.
+                Some(first) if same_file(first, &log)? => {}
+                Some(_) => return Err(duplicate_id(segment)),
+                None => found = Some(log),
             }
-            found = Some(log);
         }
     }
     Ok(found)

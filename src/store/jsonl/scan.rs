@@ -20,16 +20,23 @@ pub struct Scanner {
     pub issue: Option<Error>,
     /// 1-based line number of the next line (the header is line 1).
     line: usize,
+    /// An incomplete line waiting for its end.
+    pending: Vec<u8>,
 }
 
 fn has_turn_end(events: &[Value]) -> bool {
-    events
-        .iter()
-        .any(|e| e.as_object().and_then(|o| o.get("type")).and_then(Value::as_str) == Some(TURN_END))
+    events.iter().any(|e| {
+        e.as_object()
+            .and_then(|o| o.get("type"))
+            .and_then(Value::as_str)
+            == Some(TURN_END)
+    })
 }
 
 fn seq_of(e: &Value) -> Option<u64> {
-    e.as_object().and_then(|o| o.get("seq")).and_then(Value::as_safe_u64)
+    e.as_object()
+        .and_then(|o| o.get("seq"))
+        .and_then(Value::as_safe_u64)
 }
 
 impl Scanner {
@@ -41,27 +48,49 @@ impl Scanner {
             consumed: 0,
             issue: None,
             line: 2,
+            pending: Vec::new(),
         }
     }
 
-    /// Scan every complete line of `buf` (a fresh buffer: the caller keeps
-    /// no fragment across calls). Returns the bytes of complete lines;
-    /// the rest is an incomplete last line, ignored. Positions count from
+    /// Scan every complete line of `buf`, continuing a line left
+    /// incomplete by the previous call. An incomplete last line is kept
+    /// pending (and ignored if nothing completes it). Positions count from
     /// the first byte ever fed.
-    pub fn feed(&mut self, buf: &[u8]) -> Result<usize> {
-        let base = self.consumed;
+    pub fn feed(&mut self, buf: &[u8]) -> Result<()> {
         let mut start = 0;
+        if !self.pending.is_empty() {
+            let Some(nl) = memchr(b'\n', buf) else {
+                self.pending.extend_from_slice(buf);
+                return Ok(());
+            };
+            let mut line = std::mem::take(&mut self.pending);
+            line.extend_from_slice(&buf[..nl]);
+            self.consumed += line.len() + 1;
+            self.line_at(&line, self.consumed)?;
+            start = nl + 1;
+        }
         while let Some(nl) = memchr(b'\n', &buf[start..]) {
             let end = start + nl + 1;
-            self.line_at(&buf[start..end - 1], base + end)?;
+            self.consumed += end - start;
+            self.line_at(&buf[start..end - 1], self.consumed)?;
             start = end;
-            self.consumed = base + end;
-            self.line += 1;
         }
-        Ok(start)
+        self.pending.extend_from_slice(&buf[start..]);
+        Ok(())
+    }
+
+    /// True when no incomplete line is pending.
+    pub fn at_line_start(&self) -> bool {
+        self.pending.is_empty()
     }
 
     fn line_at(&mut self, line: &[u8], end: usize) -> Result<()> {
+        let result = self.record(line, end);
+        self.line += 1;
+        result
+    }
+
+    fn record(&mut self, line: &[u8], end: usize) -> Result<()> {
         let decoded = json::parse(&String::from_utf8_lossy(line))
             .ok()
             .and_then(|record| decode_jsonl_record(record).ok());
@@ -70,7 +99,10 @@ impl Scanner {
                 self.issue = Some(Error::new(
                     Status::Corrupt,
                     "load.corrupt-unparsable",
-                    format!("corrupt session log: unparsable committed event at line {}", self.line),
+                    format!(
+                        "corrupt session log: unparsable committed event at line {}",
+                        self.line
+                    ),
                 ));
             }
             return Ok(());

@@ -1,0 +1,232 @@
+//! Durable filesystem steps of the JSONL backend (persistence.md §6.5):
+//! directory creation with parent fsyncs, atomic publication of a new log,
+//! appends with rollback, truncation, and the root lock.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::layout::{io_error, is_absent};
+use crate::error::{Error, Result, Status};
+
+/// fsync a directory so that entries created in it are durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error("io.fsync", dir, &e))
+}
+
+fn not_a_directory(path: &Path) -> Error {
+    Error::new(
+        Status::Io,
+        "io.not-a-directory",
+        format!("{} exists and is not a directory", path.display()),
+    )
+}
+
+/// Create `dir` (mode 0700) unless it exists, fsyncing its parent after a
+/// creation. An existing non-directory refuses.
+pub fn ensure_dir(dir: &Path) -> Result<()> {
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => match dir.parent() {
+            Some(parent) => fsync_dir(parent),
+            None => Ok(()),
+        },
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(not_a_directory(dir)),
+            Err(e) => Err(io_error("io.mkdir", dir, &e)),
+        },
+        Err(e) => Err(io_error("io.mkdir", dir, &e)),
+    }
+}
+
+/// Create the root (and missing ancestors, mode 0700) unless it exists;
+/// an existing root must be a directory.
+pub fn ensure_root(root: &Path) -> Result<()> {
+    match fs::metadata(root) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => return Err(not_a_directory(root)),
+        Err(e) if !is_absent(&e) => return Err(io_error("io.stat", root, &e)),
+        Err(_) => {}
+    }
+    if let Some(parent) = root.parent() {
+        if fs::metadata(parent).is_err() {
+            DirBuilder::new()
+                .mode(0o700)
+                .recursive(true)
+                .create(parent)
+                .map_err(|e| io_error("io.mkdir", parent, &e))?;
+        }
+    }
+    ensure_dir(root)
+}
+
+/// Take the exclusive advisory lock of `root` (held while the returned
+/// file stays open). Another holder → `store.locked` (`DSH_E_CONFLICT`).
+pub fn lock_root(root: &Path) -> Result<File> {
+    let dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(root)
+        .map_err(|e| io_error("io.open", root, &e))?;
+    // SAFETY: `dir` owns a valid open descriptor for the whole call;
+    // flock only reads the descriptor number and flag bits.
+    let rc = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(Error::new(
+                Status::Conflict,
+                "store.locked",
+                format!(
+                    "the JSONL root {} is in use by another store",
+                    root.display()
+                ),
+            ));
+        }
+        return Err(io_error("io.lock", root, &e));
+    }
+    Ok(dir)
+}
+
+/// 12 random lowercase hex digits.
+pub fn random_hex12() -> String {
+    let mut bytes = [0u8; 6];
+    let from_os = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if from_os.is_err() {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mix = nanos
+            ^ (u64::from(std::process::id()) << 40)
+            ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(17);
+        bytes.copy_from_slice(&mix.to_le_bytes()[..6]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn exists_on_materialize(path: &Path) -> Error {
+    Error::new(
+        Status::Conflict,
+        "jsonl.exists-on-materialize",
+        format!(
+            "refusing to materialize {}: a log already exists",
+            path.display()
+        ),
+    )
+}
+
+/// Publish a new log at `path` with the content `write` puts into a
+/// fresh file, atomically and without ever replacing an existing file
+/// (`jsonl.exists-on-materialize`).
+pub fn publish(path: &Path, write: impl FnOnce(&File) -> io::Result<()>) -> Result<()> {
+    if fs::symlink_metadata(path).is_ok() {
+        return Err(exists_on_materialize(path));
+    }
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".{}.tmp", random_hex12()));
+    let temp = std::path::PathBuf::from(temp);
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|f| {
+            write(&f)?;
+            f.sync_all()
+        });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(io_error("io.write", &temp, &e));
+    }
+    let linked = fs::hard_link(&temp, path);
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(exists_on_materialize(path))
+        }
+        Err(e) => return Err(io_error("io.link", path, &e)),
+    }
+    match path.parent() {
+        Some(dir) => fsync_dir(dir),
+        None => Ok(()),
+    }
+}
+
+/// Open `path` for appending; `None` when it does not exist.
+pub fn open_append(path: &Path) -> Result<Option<File>> {
+    match OpenOptions::new().append(true).open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if is_absent(&e) => Ok(None),
+        Err(e) => Err(io_error("io.open", path, &e)),
+    }
+}
+
+/// Append what `write` writes to `file` durably. On failure the file is
+/// cut back to its previous size (and that is made durable) before the
+/// error returns. `fail` injects a failure after the write (tests).
+pub fn append_durable(
+    file: &File,
+    path: &Path,
+    write: impl FnOnce(&File) -> io::Result<()>,
+    fail: bool,
+) -> Result<()> {
+    let size = file
+        .metadata()
+        .map_err(|e| io_error("io.stat", path, &e))?
+        .len();
+    let written = write(file).and_then(|()| {
+        if fail {
+            return Err(io::Error::other("injected fsync failure"));
+        }
+        file.sync_all()
+    });
+    let Err(e) = written else { return Ok(()) };
+    let rollback = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(size).and_then(|()| f.sync_all()));
+    Err(match rollback {
+        Ok(()) => io_error("io.write", path, &e),
+        Err(r) => Error::new(
+            Status::Io,
+            "io.write",
+            format!(
+                "{}: append failed ({e}) and rolling back to {size} bytes failed too ({r})",
+                path.display()
+            ),
+        ),
+    })
+}
+
+/// Cut `path` to `len` bytes durably (crash repair). A file already
+/// shorter than `len` changed since it was read and refuses.
+pub fn truncate(path: &Path, len: u64) -> Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| io_error("io.open", path, &e))?;
+    let size = file
+        .metadata()
+        .map_err(|e| io_error("io.stat", path, &e))?
+        .len();
+    if size < len {
+        return Err(Error::new(
+            Status::Io,
+            "io.truncate",
+            format!(
+                "{}: {size} bytes, shorter than the repair point {len}",
+                path.display()
+            ),
+        ));
+    }
+    file.set_len(len)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_error("io.truncate", path, &e))
+}

@@ -1,0 +1,404 @@
+//! The JSONL backend (persistence.md §6): one append-only log per session
+//! at `<root>/<project-dir>/<session-dir>/session.jsonl[.zstd]`, a header
+//! line followed by storage records (events or packed chunk rows), plain
+//! or as one checksummed Zstandard frame per batch.
+
+mod batch;
+mod fsio;
+mod header;
+mod layout;
+mod read;
+mod scan;
+mod zstd_frames;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_crash;
+#[cfg(test)]
+mod tests_layout;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::backend::{Backend, Listed, Loaded, Torn};
+use super::memory::check_contiguous;
+use crate::engine::Event;
+use crate::error::{Error, Result, Status};
+use crate::json::{JsString, Value};
+
+pub use header::header_line;
+pub use layout::{encode_segment, project_key};
+
+/// Open append handles kept at most.
+const HANDLES_KEPT: usize = 64;
+
+/// The physical encoding of a root's logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// `session.jsonl.zstd`: one checksummed Zstandard frame per batch.
+    Zstd,
+    /// `session.jsonl`: plain text.
+    None,
+}
+
+/// What the backend remembers about one session's log.
+#[derive(Debug)]
+struct LogState {
+    /// Where the log lives.
+    path: PathBuf,
+    /// An open append handle, kept between appends.
+    file: Option<File>,
+    /// The next seq the log expects, when known.
+    next: Option<u64>,
+}
+
+/// Session logs under one root directory, held exclusively by this backend.
+#[derive(Debug)]
+pub struct JsonlBackend {
+    root: PathBuf,
+    compression: Compression,
+    /// The root directory, flocked for the backend's life.
+    _lock: File,
+    /// Known logs by session directory name.
+    logs: HashMap<String, LogState>,
+    scratch: batch::Scratch,
+    #[cfg(test)]
+    fail_next_sync: bool,
+}
+
+impl JsonlBackend {
+    /// Open (creating it, mode 0700, if missing) the root `root` with the
+    /// given encoding. Takes an exclusive lock on the root (`store.locked`
+    /// when another store holds it) and refuses a root holding logs of the
+    /// other encoding (`jsonl.encoding-mismatch`).
+    pub fn open(root: &Path, compression: Compression) -> Result<JsonlBackend> {
+        let root = std::path::absolute(root).map_err(|e| layout::io_error("io.stat", root, &e))?;
+        fsio::ensure_root(&root)?;
+        let lock = fsio::lock_root(&root)?;
+        layout::check_root_encoding(&root, compression)?;
+        Ok(JsonlBackend {
+            root,
+            compression,
+            _lock: lock,
+            logs: HashMap::new(),
+            scratch: batch::Scratch::default(),
+            #[cfg(test)]
+            fail_next_sync: false,
+        })
+    }
+
+    /// The absolute root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The log path the header's `(cwd, id)` names (`locate`).
+    pub fn path_of(&self, header: &Value) -> Result<PathBuf> {
+        let segment = encode_segment(&layout::header_js_id(header))?;
+        Ok(self
+            .root
+            .join(layout::project_dir_of(header)?)
+            .join(segment)
+            .join(layout::log_name(self.compression)))
+    }
+
+    /// The identity check of a read header: the requested id and the path
+    /// its `(cwd, id)` names must match the file read.
+    fn check_identity(&self, requested: Option<&str>, header: &Value, path: &Path) -> Result<()> {
+        let id = layout::header_js_id(header);
+        if requested.is_some_and(|r| id != r) {
+            return Err(Error::new(
+                Status::Corrupt,
+                "jsonl.header-id-mismatch",
+                format!(
+                    "corrupt session log {}: requested id does not match header id",
+                    path.display()
+                ),
+            ));
+        }
+        let mismatch = |other: String| {
+            Error::new(
+                Status::Corrupt,
+                "jsonl.header-path-mismatch",
+                format!(
+                    "corrupt session log {}: header id and cwd identify {other}",
+                    path.display()
+                ),
+            )
+        };
+        let expected = self
+            .path_of(header)
+            .map_err(|e| mismatch(format!("no path ({})", e.message)))?;
+        if expected != path && !layout::same_file(&expected, path)? {
+            return Err(mismatch(expected.display().to_string()));
+        }
+        Ok(())
+    }
+
+    /// The state of the log of `header`, created from its path if unknown.
+    fn state(&mut self, segment: &str, header: &Value) -> Result<&mut LogState> {
+        if !self.logs.contains_key(segment) {
+            let path = self.path_of(header)?;
+            self.remember(segment, path, None);
+        }
+        Ok(self.logs.get_mut(segment).expect("inserted above"))
+    }
+
+    fn remember(&mut self, segment: &str, path: PathBuf, next: Option<u64>) {
+        if let Some(s) = self.logs.get_mut(segment) {
+            if s.path != path {
+                s.file = None;
+            }
+            s.path = path;
+            s.next = next;
+            return;
+        }
+        if self.logs.len() >= HANDLES_KEPT * 4 {
+            self.logs.clear();
+        }
+        self.logs.insert(
+            segment.to_string(),
+            LogState {
+                path,
+                file: None,
+                next,
+            },
+        );
+    }
+
+    fn materialize(&mut self, segment: &str, header: &Value, events: &[Arc<Event>]) -> Result<()> {
+        let id = layout::header_js_id(header).to_string_lossy();
+        check_contiguous(&id, 0, events)?;
+        let project = layout::project_dir_of(header)?;
+        if let Some(existing) = layout::find_log(&self.root, segment, self.compression)? {
+            return Err(Error::new(
+                Status::Conflict,
+                "jsonl.exists-on-materialize",
+                format!(
+                    "refusing to materialize {id}: a log already exists at {}",
+                    existing.display()
+                ),
+            ));
+        }
+        let project_dir = self.root.join(project);
+        let dir = project_dir.join(segment);
+        fsio::ensure_dir(&self.root)?;
+        fsio::ensure_dir(&project_dir)?;
+        fsio::ensure_dir(&dir)?;
+        layout::check_encoding(&dir, self.compression)?;
+        let path = dir.join(layout::log_name(self.compression));
+        let line = header_line(header);
+        let compression = self.compression;
+        let scratch = &mut self.scratch;
+        fsio::publish(&path, |mut file| {
+            match compression {
+                Compression::None => file.write_all(line.as_bytes())?,
+                Compression::Zstd => {
+                    let mut frame = Vec::new();
+                    zstd_frames::compress_frame(line.as_bytes(), &mut frame)?;
+                    file.write_all(&frame)?;
+                }
+            }
+            batch::write_batch(file, events, compression, scratch)
+        })?;
+        self.remember(segment, path, Some(events.len() as u64));
+        Ok(())
+    }
+
+    fn append_batch(&mut self, segment: &str, header: &Value, events: &[Arc<Event>]) -> Result<()> {
+        let id = layout::header_js_id(header).to_string_lossy();
+        let state = self.state(segment, header)?;
+        check_contiguous(&id, state.next.unwrap_or(events[0].seq), events)?;
+        if state.file.is_none() {
+            let open = fsio::open_append(&state.path)?;
+            let open = open.ok_or_else(|| {
+                Error::new(
+                    Status::NotFound,
+                    "load.not-found",
+                    format!("session \"{id}\" has no stored log"),
+                )
+            })?;
+            let open_handles = self.logs.values().filter(|s| s.file.is_some()).count();
+            if open_handles >= HANDLES_KEPT {
+                self.logs.values_mut().for_each(|s| s.file = None);
+            }
+            self.logs.get_mut(segment).expect("state exists").file = Some(open);
+        }
+        #[cfg(test)]
+        let fail = std::mem::take(&mut self.fail_next_sync);
+        #[cfg(not(test))]
+        let fail = false;
+        let compression = self.compression;
+        let scratch = &mut self.scratch;
+        let state = self.logs.get_mut(segment).expect("state exists");
+        let file = state.file.as_ref().expect("opened above");
+        let write = |file: &File| batch::write_batch(file, events, compression, scratch);
+        let result = fsio::append_durable(file, &state.path, write, fail);
+        match result {
+            Ok(()) => state.next = Some(events[events.len() - 1].seq + 1),
+            Err(_) => state.file = None,
+        }
+        result
+    }
+}
+
+impl Backend for JsonlBackend {
+    fn name(&self) -> &'static str {
+        "jsonl"
+    }
+
+    fn list(&mut self) -> Result<Vec<Listed>> {
+        let mut out = Vec::new();
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = HashSet::new();
+        let mut seen_files = HashSet::new();
+        for project in layout::sub_dirs(&self.root)? {
+            let entries = match std::fs::read_dir(&project) {
+                Ok(e) => e,
+                Err(e) if layout::is_absent(&e) => continue,
+                Err(e) => return Err(layout::io_error("io.readdir", &project, &e)),
+            };
+            let mut paths = Vec::new();
+            for entry in entries {
+                paths.push(
+                    entry
+                        .map_err(|e| layout::io_error("io.readdir", &project, &e))?
+                        .path(),
+                );
+            }
+            paths.sort();
+            for path in paths {
+                let Some(meta) = layout::stat(&path)? else {
+                    continue;
+                };
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if meta.is_file() && layout::is_flat_log_name(&name) {
+                    return Err(layout::legacy_layout(&path));
+                }
+                if !meta.is_dir() {
+                    continue;
+                }
+                layout::check_encoding(&path, self.compression)?;
+                let log = path.join(layout::log_name(self.compression));
+                let Some(meta) = layout::stat(&log)? else {
+                    continue;
+                };
+                if !seen_files.insert((meta.dev(), meta.ino())) {
+                    continue; // the same physical file under another name
+                }
+                let Some(header) = read::read_first_header(&log, self.compression)? else {
+                    continue;
+                };
+                self.check_identity(None, &header, &log)?;
+                let segment = encode_segment(&layout::header_js_id(&header))?;
+                if !seen.insert(segment) {
+                    return Err(layout::duplicate_id(
+                        &layout::header_js_id(&header).to_string_lossy(),
+                    ));
+                }
+                out.push(Listed {
+                    header,
+                    revision: layout::revision_of(&meta),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
+            self.logs.remove(&segment);
+            return Ok(None);
+        };
+        let Some((bytes, revision)) = read::stable_read(&path)? else {
+            return Ok(None);
+        };
+        let decoded = read::decode(&bytes, self.compression, &path, |h| {
+            self.check_identity(Some(id), h, &path)
+        })?;
+        let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
+        let committed = (decoded.events.len() - recovered) as u64;
+        self.remember(&segment, path, Some(committed));
+        Ok(Some(Loaded {
+            header: decoded.header,
+            events: decoded.events,
+            torn: decoded.torn,
+            revision,
+        }))
+    }
+
+    fn revision(&mut self, id: &str) -> Result<Option<String>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        if let Some(state) = self.logs.get(&segment) {
+            if let Some(meta) = layout::stat(&state.path)? {
+                return Ok(Some(layout::revision_of(&meta)));
+            }
+        }
+        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
+            return Ok(None);
+        };
+        Ok(layout::stat(&path)?.map(|m| layout::revision_of(&m)))
+    }
+
+    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let segment = encode_segment(&layout::header_js_id(header))?;
+        if materialize {
+            self.materialize(&segment, header, events)
+        } else {
+            self.append_batch(&segment, header, events)
+        }
+    }
+
+    fn delete(&mut self, id: &str) -> Result<bool> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        self.logs.remove(&segment);
+        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
+            return Ok(false);
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if layout::is_absent(&e) => return Ok(false),
+            Err(e) => return Err(layout::io_error("io.unlink", &path, &e)),
+        }
+        let Some(dir) = path.parent() else {
+            return Ok(true);
+        };
+        fsio::fsync_dir(dir)?;
+        // The session directory goes too when nothing else is in it.
+        if std::fs::remove_dir(dir).is_ok() {
+            if let Some(project) = dir.parent() {
+                fsio::fsync_dir(project)?;
+            }
+        }
+        Ok(true)
+    }
+
+    fn commit_repair(
+        &mut self,
+        header: &Value,
+        torn: Option<&Torn>,
+        events: &[Arc<Event>],
+    ) -> Result<()> {
+        let segment = encode_segment(&layout::header_js_id(header))?;
+        if let Some(torn) = torn {
+            let state = self.state(&segment, header)?;
+            state.file = None;
+            fsio::truncate(&state.path, torn.marker)?;
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.append_batch(&segment, header, events)
+    }
+}

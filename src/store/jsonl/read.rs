@@ -1,0 +1,215 @@
+//! Reading a JSONL log (persistence.md §6.6): the stable-stat read, the
+//! plain and zstd decoders, and the first-record read used by listing.
+
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::Path;
+
+use super::header::{read_header, Mode};
+use super::layout::{io_error, is_absent, revision_of};
+use super::scan::{memchr, Scanner};
+use super::zstd_frames::{decode_frame, decode_torn, scan_frames};
+use super::Compression;
+use crate::error::{Error, Result, Status};
+use crate::json::Value;
+use crate::store::backend::Torn;
+
+/// How often a read retries while the file keeps changing under it.
+const STABLE_TRIES: usize = 100;
+
+/// A decoded log (before the identity check, which needs the path).
+#[derive(Debug)]
+pub struct Decoded {
+    /// The header (events.md §8 key order, `delegationDepth` present).
+    pub header: Value,
+    /// The valid contiguous prefix.
+    pub events: Vec<Value>,
+    /// The torn tail, if any.
+    pub torn: Option<Torn>,
+}
+
+/// Read all of `path` with the stat before and after agreeing; `None`
+/// when the file is absent. Returns the bytes and the revision.
+pub fn stable_read(path: &Path) -> Result<Option<(Vec<u8>, String)>> {
+    for _ in 0..STABLE_TRIES {
+        let before = match fs::metadata(path) {
+            Ok(m) => revision_of(&m),
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => return Err(io_error("io.stat", path, &e)),
+        };
+        let bytes = match fs::read(path) {
+            Ok(b) => b,
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => return Err(io_error("io.read", path, &e)),
+        };
+        let after = match fs::metadata(path) {
+            Ok(m) => revision_of(&m),
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => return Err(io_error("io.stat", path, &e)),
+        };
+        if before == after {
+            return Ok(Some((bytes, after)));
+        }
+    }
+    Err(Error::new(
+        Status::Io,
+        "io.read-unstable",
+        format!(
+            "{}: the log kept changing while it was read",
+            path.display()
+        ),
+    ))
+}
+
+fn header_missing(path: &Path) -> Error {
+    Error::new(
+        Status::Corrupt,
+        "jsonl.header-missing",
+        format!("empty or header-less session log {}", path.display()),
+    )
+}
+
+fn header_frame_error(path: &Path) -> Error {
+    Error::new(
+        Status::Corrupt,
+        "zstd.header-frame",
+        format!(
+            "corrupt Zstandard log {}: first frame is not exactly one header line",
+            path.display()
+        ),
+    )
+}
+
+/// True when `plain` is exactly one `\n`-terminated line.
+fn is_one_line(plain: &[u8]) -> bool {
+    memchr(b'\n', plain) == Some(plain.len().wrapping_sub(1))
+}
+
+/// Decode a whole log. `check` runs on the header before any event is
+/// scanned (the identity check).
+pub fn decode(
+    bytes: &[u8],
+    compression: Compression,
+    path: &Path,
+    check: impl FnOnce(&Value) -> Result<()>,
+) -> Result<Decoded> {
+    match compression {
+        Compression::None => decode_plain(bytes, path, check),
+        Compression::Zstd => decode_zstd(bytes, path, check),
+    }
+}
+
+fn decode_plain(
+    bytes: &[u8],
+    path: &Path,
+    check: impl FnOnce(&Value) -> Result<()>,
+) -> Result<Decoded> {
+    let header_len = memchr(b'\n', bytes).ok_or_else(|| header_missing(path))? + 1;
+    let header = read_header(&bytes[..header_len], path, Mode::Load)?.expect("load mode");
+    check(&header)?;
+    let mut scanner = Scanner::new();
+    scanner.feed(&bytes[header_len..])?;
+    let committed = header_len + scanner.committed;
+    let torn = (committed < bytes.len()).then_some(Torn {
+        marker: committed as u64,
+        recovered: 0,
+    });
+    Ok(Decoded {
+        header,
+        events: scanner.events,
+        torn,
+    })
+}
+
+fn decode_zstd(
+    bytes: &[u8],
+    path: &Path,
+    check: impl FnOnce(&Value) -> Result<()>,
+) -> Result<Decoded> {
+    let frames = scan_frames(bytes, None)?;
+    let Some(first) = frames.complete.first() else {
+        return Err(header_missing(path));
+    };
+    let plain = decode_frame(&bytes[first.clone()], "zstd.frame-decode", first.start)?;
+    if !is_one_line(&plain) {
+        return Err(header_frame_error(path));
+    }
+    let header = read_header(&plain, path, Mode::Load)?.expect("load mode");
+    check(&header)?;
+    let mut scanner = Scanner::new();
+    for range in &frames.complete[1..] {
+        let plain = decode_frame(&bytes[range.clone()], "zstd.frame-decode", range.start)?;
+        scanner.feed(&plain)?;
+    }
+    if !scanner.at_line_start() || scanner.committed < scanner.consumed || scanner.issue.is_some() {
+        return Err(Error::new(
+            Status::Corrupt,
+            "zstd.torn-record-in-frame",
+            format!(
+                "corrupt Zstandard log {}: a complete frame contains a torn record",
+                path.display()
+            ),
+        ));
+    }
+    let torn = match frames.torn_start {
+        None => None,
+        Some(start) => {
+            let committed = scanner.events.len();
+            scanner.feed(&decode_torn(&bytes[start..]))?;
+            Some(Torn {
+                marker: start as u64,
+                recovered: scanner.events.len() - committed,
+            })
+        }
+    };
+    Ok(Decoded {
+        header,
+        events: scanner.events,
+        torn,
+    })
+}
+
+/// Read only the header of a log for listing: `None` when the file is
+/// absent, has no complete first line/frame, or that line is not a
+/// header. Retired fields and malformed header frames still refuse.
+pub fn read_first_header(path: &Path, compression: Compression) -> Result<Option<Value>> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(io_error("io.open", path, &e)),
+    };
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_error("io.read", path, &e)),
+        };
+        let eof = n == 0;
+        buf.extend_from_slice(&chunk[..n]);
+        match compression {
+            Compression::None => {
+                if let Some(nl) = memchr(b'\n', &buf) {
+                    return read_header(&buf[..=nl], path, Mode::List);
+                }
+            }
+            Compression::Zstd => {
+                let frames = scan_frames(&buf, Some(1))?;
+                if let Some(first) = frames.complete.first() {
+                    let plain = decode_frame(&buf[first.clone()], "zstd.header-frame-decode", 0)?;
+                    if !is_one_line(&plain) {
+                        return Err(header_frame_error(path));
+                    }
+                    return read_header(&plain, path, Mode::List);
+                }
+            }
+        }
+        if eof {
+            return Ok(None);
+        }
+        if chunk.len() < 1 << 20 {
+            chunk.resize(chunk.len() * 2, 0);
+        }
+    }
+}

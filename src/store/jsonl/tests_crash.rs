@@ -1,0 +1,369 @@
+//! Crash, corruption and failure tests of the JSONL backend, plus a timing.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::tests::{assert_same, ev, header, sample_events, TempRoot, BOTH};
+use super::*;
+
+fn log_path(root: &TempRoot, id: &str, compression: Compression) -> PathBuf {
+    root.0
+        .join("_no-cwd")
+        .join(id)
+        .join(layout::log_name(compression))
+}
+
+fn as_events(values: &[Value]) -> Vec<Arc<Event>> {
+    values
+        .iter()
+        .map(|v| Arc::new(Event::from_envelope(v.clone(), "recovered").unwrap()))
+        .collect()
+}
+
+/// Cut the last batch of a log at every byte offset: a load gives a prefix
+/// of what was appended, repair leaves a clean log, and appending the rest
+/// afterwards restores the whole log.
+#[test]
+fn truncation_at_every_offset_of_the_last_batch_repairs_cleanly() {
+    for compression in BOTH {
+        let root = TempRoot::new("torn");
+        let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+        let events = sample_events();
+        let h = header("t", None);
+        b.append(&h, &events[..12], true).unwrap();
+        let path = log_path(&root, "t", compression);
+        let start = fs::metadata(&path).unwrap().len() as usize;
+        b.append(&h, &events[12..], false).unwrap();
+        let full = fs::read(&path).unwrap();
+        let mut recovered_any = false;
+        for cut in start..=full.len() {
+            fs::write(&path, &full[..cut]).unwrap();
+            let loaded = b.load("t").unwrap().unwrap();
+            let n = loaded.events.len();
+            assert!(n >= 12, "cut {cut}: committed events lost");
+            assert_same(&loaded.events, &events[..n]);
+            let torn = loaded.torn.clone();
+            match (&torn, compression) {
+                (None, _) if cut == full.len() => assert_eq!(n, events.len()),
+                (None, Compression::None) => assert_eq!(full[cut - 1], b'\n', "cut {cut}"),
+                (None, Compression::Zstd) => assert_eq!((cut, n), (start, 12)),
+                (Some(t), Compression::None) => {
+                    assert_eq!(t.recovered, 0);
+                    assert!(t.marker as usize <= cut && t.marker as usize >= start);
+                }
+                (Some(t), Compression::Zstd) => {
+                    assert_eq!(t.marker as usize, start);
+                    assert_eq!(t.recovered, n - 12);
+                    recovered_any |= t.recovered > 0;
+                    if cut >= full.len() - 4 {
+                        assert_eq!(n, events.len(), "only the checksum is torn");
+                    }
+                }
+            }
+            let recovered = torn.as_ref().map_or(0, |t| t.recovered);
+            b.commit_repair(
+                &h,
+                torn.as_ref(),
+                &as_events(&loaded.events[n - recovered..]),
+            )
+            .unwrap();
+            let again = b.load("t").unwrap().unwrap();
+            assert!(again.torn.is_none(), "cut {cut}: repair left a torn tail");
+            assert_same(&again.events, &events[..n]);
+            if n < events.len() {
+                b.append(&h, &events[n..], false).unwrap();
+            }
+            let whole = b.load("t").unwrap().unwrap();
+            assert!(whole.torn.is_none());
+            assert_same(&whole.events, &events);
+        }
+        assert_eq!(recovered_any, compression == Compression::Zstd);
+    }
+}
+
+/// Pseudo-random text that does not compress much.
+fn noise(seed: &mut u64, len: usize) -> String {
+    (0..len)
+        .map(|_| {
+            *seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            char::from(b'a' + ((*seed >> 33) % 26) as u8)
+        })
+        .collect()
+}
+
+fn big_events(from: u64, n: u64, text_len: usize) -> Vec<Arc<Event>> {
+    let mut seed = from + 7;
+    (from..from + n)
+        .map(|seq| {
+            ev(&format!(
+                r#"{{"type":"user/message","seq":{seq},"time":{seq},"data":{{"message":{{"role":"user","content":"{}"}}}}}}"#,
+                noise(&mut seed, text_len)
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn a_torn_multi_block_frame_gives_back_its_complete_records() {
+    let root = TempRoot::new("bigtorn");
+    let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
+    let h = header("big", None);
+    let events = big_events(0, 400, 1000);
+    b.append(&h, &events[..1], true).unwrap();
+    let path = log_path(&root, "big", Compression::Zstd);
+    let start = fs::metadata(&path).unwrap().len() as usize;
+    b.append(&h, &events[1..], false).unwrap();
+    let full = fs::read(&path).unwrap();
+    let mut seen = Vec::new();
+    for cut in (start + 1..full.len()).step_by(4999) {
+        fs::write(&path, &full[..cut]).unwrap();
+        let loaded = b.load("big").unwrap().unwrap();
+        assert_eq!(loaded.torn.as_ref().unwrap().marker as usize, start);
+        assert_same(&loaded.events, &events[..loaded.events.len()]);
+        seen.push(loaded.events.len());
+    }
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]));
+    assert!(
+        seen.iter().any(|&n| n > 1 && n < 400),
+        "partial frames recover records: {seen:?}"
+    );
+}
+
+#[test]
+fn damage_before_a_later_turn_end_is_corruption() {
+    let root = TempRoot::new("damage");
+    let mut b = JsonlBackend::open(&root.0, Compression::None).unwrap();
+    let h = header("d", None);
+    let events = sample_events();
+    b.append(&h, &events, true).unwrap();
+    let path = log_path(&root, "d", Compression::None);
+    let clean = fs::read(&path).unwrap();
+    let second_line = clean.iter().position(|&c| c == b'\n').unwrap() + 1;
+    let mut flipped = clean.clone();
+    flipped[second_line] ^= 0x01;
+    fs::write(&path, &flipped).unwrap();
+    let e = b.load("d").unwrap_err();
+    assert_eq!(
+        (e.rule, e.status),
+        ("load.corrupt-unparsable", Status::Corrupt)
+    );
+    assert!(e.message.contains("line 2"), "{}", e.message);
+    let text = String::from_utf8(clean.clone()).unwrap();
+    fs::write(&path, text.replacen("\"seq\":1,", "\"seq\":7,", 1)).unwrap();
+    let e = b.load("d").unwrap_err();
+    assert_eq!(
+        (e.rule, e.status),
+        ("load.corrupt-seq-gap", Status::Corrupt)
+    );
+    // A bad row is like bad JSON.
+    fs::write(&path, text.replacen("\"dt\":[3,3,3,3]", "\"dt\":[3]", 1)).unwrap();
+    assert_eq!(b.load("d").unwrap_err().rule, "load.corrupt-unparsable");
+    // After the last turn/end damage only bounds the prefix.
+    let tail = ev(r#"{"type":"turn/start","seq":25,"time":1,"data":{"turn":2}}"#).to_json();
+    fs::write(&path, format!("{text}garbage\n{tail}\n")).unwrap();
+    let loaded = b.load("d").unwrap().unwrap();
+    assert_same(&loaded.events, &events);
+    assert_eq!(
+        loaded.torn,
+        Some(Torn {
+            marker: clean.len() as u64,
+            recovered: 0
+        })
+    );
+    b.commit_repair(&h, loaded.torn.as_ref(), &[]).unwrap();
+    assert_eq!(fs::read(&path).unwrap(), clean);
+    // Header damage.
+    fs::write(&path, &clean[second_line..]).unwrap();
+    assert_eq!(b.load("d").unwrap_err().rule, "jsonl.header-invalid");
+}
+
+#[test]
+fn zstd_damage_is_corruption() {
+    let root = TempRoot::new("zdamage");
+    let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
+    let h = header("z", None);
+    let events = sample_events();
+    b.append(&h, &events[..10], true).unwrap();
+    b.append(&h, &events[10..], false).unwrap();
+    let path = log_path(&root, "z", Compression::Zstd);
+    let clean = fs::read(&path).unwrap();
+    let frames = zstd_frames::scan_frames(&clean, None).unwrap().complete;
+    for (i, f) in frames.iter().enumerate().take(2) {
+        let mut bytes = clean.clone();
+        bytes[(f.start + f.end) / 2] ^= 0x04;
+        fs::write(&path, &bytes).unwrap();
+        let e = b.load("z").unwrap_err();
+        assert_eq!(
+            (e.rule, e.status),
+            ("zstd.frame-decode", Status::Corrupt),
+            "frame {i}"
+        );
+    }
+    let mut bytes = clean.clone();
+    bytes[frames[1].start] = 0;
+    fs::write(&path, &bytes).unwrap();
+    assert_eq!(b.load("z").unwrap_err().rule, "zstd.bad-magic");
+    let header_frame = &clean[frames[0].clone()];
+    let frame = |plain: &str| {
+        let mut out = header_frame.to_vec();
+        zstd_frames::compress_frame(plain.as_bytes(), &mut out).unwrap();
+        out
+    };
+    let line0 = events[0].to_json();
+    for bad in [
+        format!("{line0}\ngarbage\n"),
+        format!("{line0}\n{{\"type\""),
+    ] {
+        fs::write(&path, frame(&bad)).unwrap();
+        let e = b.load("z").unwrap_err();
+        assert_eq!(
+            (e.rule, e.status),
+            ("zstd.torn-record-in-frame", Status::Corrupt)
+        );
+    }
+    // A record split over two complete frames is fine.
+    let (a, c) = line0.split_at(10);
+    let mut split = frame(a);
+    zstd_frames::compress_frame(format!("{c}\n").as_bytes(), &mut split).unwrap();
+    fs::write(&path, split).unwrap();
+    assert_same(&b.load("z").unwrap().unwrap().events, &events[..1]);
+}
+
+#[test]
+fn a_failed_append_is_rolled_back_and_can_be_retried() {
+    for compression in BOTH {
+        let root = TempRoot::new("rollback");
+        let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+        let h = header("r", None);
+        let mut events = sample_events();
+        b.append(&h, &events[..10], true).unwrap();
+        let path = log_path(&root, "r", compression);
+        let before = fs::read(&path).unwrap();
+        b.fail_next_sync = true;
+        let e = b.append(&h, &events[10..], false).unwrap_err();
+        assert_eq!((e.rule, e.status), ("io.write", Status::Io));
+        assert_eq!(fs::read(&path).unwrap(), before);
+        b.append(&h, &events[10..], false).unwrap();
+        // A batch large enough to be written in chunks by the helper thread.
+        let big = big_events(events.len() as u64, 3000, 1000);
+        let before = fs::read(&path).unwrap();
+        b.fail_next_sync = true;
+        assert_eq!(b.append(&h, &big, false).unwrap_err().rule, "io.write");
+        assert_eq!(fs::read(&path).unwrap(), before);
+        b.append(&h, &big, false).unwrap();
+        events.extend(big);
+        let loaded = b.load("r").unwrap().unwrap();
+        assert!(loaded.torn.is_none());
+        assert_same(&loaded.events, &events);
+        if compression == Compression::Zstd {
+            let bytes = fs::read(&path).unwrap();
+            assert_eq!(
+                zstd_frames::scan_frames(&bytes, None)
+                    .unwrap()
+                    .complete
+                    .len(),
+                4
+            );
+        }
+        // A large first batch is materialized the same way.
+        let h2 = header("r2", None);
+        let big = big_events(0, 3000, 1000);
+        b.append(&h2, &big, true).unwrap();
+        assert_same(&b.load("r2").unwrap().unwrap().events, &big);
+    }
+}
+
+/// Throughput of batched appends of ~1 KB events (printed, not asserted):
+/// `cargo test --release --lib store::jsonl -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn append_throughput() {
+    let total = 100_000u64;
+    let words = [
+        "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
+    ];
+    let repetitive: Vec<Arc<Event>> = (0..total)
+        .map(|seq| {
+            let text: Vec<&str> = (0..150).map(|k| words[((seq * 7 + k * 13) % 8) as usize]).collect();
+            ev(&format!(
+                r#"{{"type":"user/message","seq":{seq},"time":{},"data":{{"message":{{"role":"user","content":"{} {seq}"}}}}}}"#,
+                1_700_000_000_000u64 + seq,
+                text.join(" ")
+            ))
+        })
+        .collect();
+    let mut seed = 11u64;
+    let vocabulary: Vec<String> = (0..2000).map(|k| noise(&mut seed, 2 + k % 9)).collect();
+    let prose: Vec<Arc<Event>> = (0..total)
+        .map(|seq| {
+            let mut text = String::new();
+            while text.len() < 950 {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                text.push_str(&vocabulary[(seed >> 33) as usize % vocabulary.len()]);
+                text.push(' ');
+            }
+            ev(&format!(
+                r#"{{"type":"user/message","seq":{seq},"time":{seq},"data":{{"message":{{"role":"user","content":"{text}"}}}}}}"#
+            ))
+        })
+        .collect();
+    let datasets = [
+        ("repetitive words", repetitive),
+        ("random words", prose),
+        ("random letters", big_events(0, total, 950)),
+    ];
+    for (kind, events) in datasets {
+        throughput(kind, &events);
+    }
+}
+
+fn throughput(kind: &str, events: &[Arc<Event>]) {
+    let total = events.len();
+    let bytes: usize = events.iter().map(|e| e.to_json().len() + 1).sum();
+    let text = batch::batch_text(events);
+    let started = std::time::Instant::now();
+    let mut frame = Vec::new();
+    zstd_frames::compress_frame(text.as_bytes(), &mut frame).unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{kind}: zstd level 3 alone: {:.0} MB/s",
+        text.len() as f64 / 1e6 / secs
+    );
+    for compression in BOTH {
+        for batch in [100_000usize, 1_000] {
+            let root = TempRoot::new("throughput");
+            let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+            let h = header("bench", None);
+            let started = std::time::Instant::now();
+            for (i, chunk) in events.chunks(batch).enumerate() {
+                b.append(&h, chunk, i == 0).unwrap();
+            }
+            let secs = started.elapsed().as_secs_f64();
+            let size = fs::metadata(log_path(&root, "bench", compression))
+                .unwrap()
+                .len();
+            println!(
+                "{kind}, {compression:?}, batch {batch}: {total} events ({:.1} MB) in {secs:.3} s = {:.0} events/s, file {:.1} MB",
+                bytes as f64 / 1e6,
+                total as f64 / secs,
+                size as f64 / 1e6
+            );
+            let started = std::time::Instant::now();
+            let encoded = batch::batch_text(&events[..batch]).len();
+            println!(
+                "  serialize only: {encoded} bytes in {:.3} s",
+                started.elapsed().as_secs_f64()
+            );
+            let started = std::time::Instant::now();
+            let loaded = b.load("bench").unwrap().unwrap();
+            println!(
+                "  load: {} events in {:.3} s",
+                loaded.events.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
