@@ -186,3 +186,151 @@ fn random_sqlite_blob_damage_never_panics_or_changes_committed_events() {
         }
     }
 }
+
+fn jsonl_config(root: &Path, zstd: bool) -> String {
+    format!(
+        r#"{{"backend":"jsonl","path":{},"compression":"{}","batchWindowMs":0}}"#,
+        Value::str(root.to_str().unwrap()).to_json(),
+        if zstd { "zstd" } else { "none" }
+    )
+}
+
+fn jsonl_log(root: &Path, zstd: bool) -> std::path::PathBuf {
+    root.join("_no-cwd").join("f").join(if zstd {
+        "session.jsonl.zstd"
+    } else {
+        "session.jsonl"
+    })
+}
+
+/// Byte offsets where each append's frame or line ends (window 0: one
+/// append, one write).
+fn write_session_marking_ends(config: &str, log: &Path) -> (Value, Vec<u64>) {
+    let store = Store::open(config).unwrap();
+    let s = store.create(r#"{"id":"f"}"#).unwrap();
+    let mut ends = Vec::new();
+    let mut append = |ty: &str, data: &str, intent: Option<&str>| {
+        s.append_ok(ty, data, intent);
+        ends.push(std::fs::metadata(log).unwrap().len());
+    };
+    append("turn/start", r#"{"turn":1}"#, None);
+    append(
+        "user/message",
+        r#"{"id":"u1","role":"user","content":[],"source":{"kind":"user"}}"#,
+        Some(r#"{"surfaceOp":"append"}"#),
+    );
+    append(
+        "turn/end",
+        r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        None,
+    );
+    append("turn/start", r#"{"turn":2}"#, None);
+    append(
+        "compaction/summary",
+        &format!(r#"{{"text":"{}"}}"#, "lorem ipsum dolor ".repeat(40)),
+        None,
+    );
+    let events = s.events();
+    drop(s);
+    drop(store);
+    (events, ends)
+}
+
+#[test]
+fn jsonl_truncation_at_every_byte_of_the_last_record_repairs_cleanly() {
+    for zstd in [true, false] {
+        let dir = temp_dir("fault-jsonl-trunc");
+        let root = dir.join("root");
+        let config = jsonl_config(&root, zstd);
+        let log = jsonl_log(&root, zstd);
+        let (written, ends) = write_session_marking_ends(&config, &log);
+        let original = std::fs::read(&log).unwrap();
+        let (start, end) = (ends[ends.len() - 2], ends[ends.len() - 1]);
+        for cut in start..=end {
+            std::fs::write(&log, &original[..cut as usize]).unwrap();
+            let events =
+                open_after(&config).unwrap_or_else(|e| panic!("zstd {zstd}, cut at {cut}: {e:?}"));
+            // The last record survives when the cut spares all of it (a torn
+            // zstd frame may still yield its whole plaintext).
+            let kept = events.as_array().unwrap().len() - 2;
+            assert!(
+                kept == 4 || kept == 5,
+                "zstd {zstd}, cut at {cut}: {kept} kept"
+            );
+            assert!(
+                cut < end || kept == 5,
+                "zstd {zstd}: the untouched log lost an event"
+            );
+            assert_eq!(
+                first(&events, kept),
+                first(&written, kept),
+                "zstd {zstd}, cut at {cut}"
+            );
+            // Turn 2 is open in the kept prefix: repair closes it, durably.
+            let last_types: Vec<&str> = events.as_array().unwrap()[kept..]
+                .iter()
+                .map(|e| {
+                    e.as_object()
+                        .unwrap()
+                        .get("type")
+                        .unwrap()
+                        .as_str()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(
+                last_types,
+                ["turn/end", "session/end-seed"],
+                "zstd {zstd}, cut at {cut}"
+            );
+            assert_eq!(
+                open_after(&config).unwrap(),
+                events,
+                "zstd {zstd}, cut at {cut}: repair not durable"
+            );
+        }
+    }
+}
+
+#[test]
+fn zstd_bit_flips_in_committed_frames_are_corrupt_and_left_alone() {
+    let dir = temp_dir("fault-jsonl-flip");
+    let root = dir.join("root");
+    let config = jsonl_config(&root, true);
+    let log = jsonl_log(&root, true);
+    let (_, ends) = write_session_marking_ends(&config, &log);
+    let original = std::fs::read(&log).unwrap();
+    // Frames up to the one holding the first turn/end are the committed region.
+    let committed_end = ends[2] as usize;
+    let mut x: u64 = 0x2545F4914F6CDD1D;
+    for round in 0..60 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let pos = (x as usize) % committed_end;
+        let bit = 1u8 << ((x >> 32) % 8);
+        let mut damaged = original.clone();
+        damaged[pos] ^= bit;
+        std::fs::write(&log, &damaged).unwrap();
+        match open_after(&config) {
+            Err((status, text)) => {
+                assert!(
+                    [DSH_E_CORRUPT, DSH_E_SCHEMA_MISMATCH].contains(&status),
+                    "round {round} (byte {pos}): {text}"
+                );
+                assert!(
+                    !rule(&text).is_empty(),
+                    "round {round}: no rule id in {text}"
+                );
+                assert_eq!(
+                    std::fs::read(&log).unwrap(),
+                    damaged,
+                    "round {round}: the log was changed"
+                );
+            }
+            Ok(events) => {
+                panic!("round {round}: a flipped bit at byte {pos} went unnoticed: {events:?}")
+            }
+        }
+    }
+}

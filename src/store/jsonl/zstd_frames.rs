@@ -55,10 +55,20 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
                 pos = end;
             }
             None => {
+                // A torn write is always the last one: a complete frame after
+                // it means the "torn" frame is damaged committed data (e.g. a
+                // flipped bit in a block size), which must not be cut away.
+                if let Some(next) = later_complete_frame(bytes, pos + 4) {
+                    return Err(corrupt(
+                        "zstd.damaged-frame",
+                        &format!("a damaged frame is followed by a complete frame at byte {next}"),
+                        pos,
+                    ));
+                }
                 return Ok(Frames {
                     complete,
                     torn_start: Some(pos),
-                })
+                });
             }
         }
     }
@@ -66,6 +76,14 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
         complete,
         torn_start: None,
     })
+}
+
+/// The start of a structurally complete frame at or after `from`, if any.
+fn later_complete_frame(bytes: &[u8], from: usize) -> Option<usize> {
+    let magic = MAGIC.to_le_bytes();
+    (from..bytes.len().saturating_sub(3))
+        .filter(|&i| bytes[i..i + 4] == magic)
+        .find(|&i| matches!(frame_end(bytes, i), Ok(Some(_))))
 }
 
 /// The end of the frame starting at `start`, or `None` when it is torn.
