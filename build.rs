@@ -41,18 +41,12 @@ fn main() {
         config.after_includes.clone().unwrap_or_default(),
         major * 1_000_000 + minor * 1_000 + patch
     ));
-    // Only src/ffi is the ABI: parse just its files, so no internal item of
-    // the other layers can leak into the header.
-    let mut builder = cbindgen::Builder::new().with_config(config);
-    let mut ffi_files: Vec<PathBuf> = std::fs::read_dir(crate_dir.join("src/ffi"))
-        .expect("src/ffi")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        .collect();
-    ffi_files.sort();
-    for f in ffi_files {
-        builder = builder.with_src(f);
-    }
+    // Only src/ffi is the ABI: parse just that module (cbindgen follows its
+    // `mod` declarations), so no internal item of the other layers can leak
+    // into the header.
+    let builder = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(crate_dir.join("src/ffi/mod.rs"));
     match builder.generate() {
         Ok(bindings) => {
             bindings.write_to_file(out_dir.join("dsh_session.h"));
