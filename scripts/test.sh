@@ -32,6 +32,9 @@ cargo test --locked
 echo "==> C ABI misuse test under valgrind"
 DSH_VALGRIND=1 cargo test --locked --test c_abi
 
+echo "==> Go binding"
+./scripts/test-go.sh
+
 echo "==> quickstart"
 ./scripts/quickstart.sh >/dev/null
 echo "quickstart ran"

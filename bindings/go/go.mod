@@ -1,0 +1,3 @@
+module dsh-session/bindings/go
+
+go 1.19

@@ -1,0 +1,221 @@
+package dshsession
+
+/*
+#include "dsh_session.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"runtime"
+	"sync"
+	"unicode/utf8"
+)
+
+// Store is an open session store (dsh_store). It is safe for concurrent use.
+// Close it when done; closing the store and its sessions in any order is safe
+// (each open Session keeps the underlying store alive).
+type Store struct {
+	mu sync.RWMutex // held for reading during calls, for writing by Close
+	p  *C.dsh_store
+}
+
+// OpenStore opens a store (dsh_store_open). A SQLite or JSONL path may be
+// held by one store at a time, in this process or another: a second store
+// on it fails with ErrConflict (rule store.locked).
+func OpenStore(cfg Config) (*Store, error) {
+	const op = "OpenStore"
+	cfgJSON, err := cfg.json()
+	if err != nil {
+		return nil, bindingError(op, StatusInvalidArgument, "arg.encode", err.Error())
+	}
+	args, err := cStrings(op, jsonArg("config", cfgJSON))
+	if err != nil {
+		return nil, err
+	}
+	defer freeAll(args)
+	var p *C.dsh_store
+	if _, err := call(op, func(out *C.dsh_buf) C.dsh_status {
+		return C.dsh_store_open(args[0].p, &p, out)
+	}); err != nil {
+		return nil, err
+	}
+	st := &Store{p: p}
+	runtime.SetFinalizer(st, (*Store).finalize)
+	return st, nil
+}
+
+// do runs one C call on the store handle, holding the read lock so that
+// Close cannot free the handle underneath it.
+func (st *Store) do(op string, f func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status) ([]byte, error) {
+	if st == nil {
+		return nil, closedError(op, "store")
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.p == nil {
+		return nil, closedError(op, "store")
+	}
+	debugGC()
+	b, err := call(op, func(out *C.dsh_buf) C.dsh_status { return f(st.p, out) })
+	runtime.KeepAlive(st)
+	return b, err
+}
+
+// Create creates a session (dsh_session_create) and returns it open.
+// An id already in use fails with ErrConflict; a bad seed with ErrRejected
+// and the failing seed Index.
+func (st *Store) Create(opts CreateOptions) (*Session, error) {
+	const op = "Store.Create"
+	for _, s := range []string{opts.ID, opts.Cwd, opts.ParentSession, opts.Origin, opts.AgentPreset} {
+		if !utf8.ValidString(s) {
+			return nil, bindingError(op, StatusInvalidArgument, "arg.utf8", "an option is not valid UTF-8")
+		}
+	}
+	o, err := opts.json()
+	if err != nil {
+		return nil, bindingError(op, StatusInvalidJSON, "json.encode", err.Error())
+	}
+	args, err := cStrings(op, jsonArg("options", o))
+	if err != nil {
+		return nil, err
+	}
+	defer freeAll(args)
+	var sp *C.dsh_session
+	b, err := st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_session_create(p, args[0].p, &sp, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var h Header
+	if err := decode(op, b, &h); err != nil {
+		closeRaw(sp)
+		return nil, err
+	}
+	return newSession(sp, h, nil), nil
+}
+
+// Open opens a stored session (dsh_session_open): it loads the log, runs
+// crash repair and makes the repair durable before returning; the closers
+// repair appended are in Session.Repaired. An unknown id fails with
+// ErrNotFound, a session that is already open with ErrConflict.
+func (st *Store) Open(id string) (*Session, error) {
+	const op = "Store.Open"
+	args, err := cStrings(op, text("session id", id))
+	if err != nil {
+		return nil, err
+	}
+	defer freeAll(args)
+	var sp *C.dsh_session
+	b, err := st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_session_open(p, args[0].p, &sp, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Header   Header  `json:"header"`
+		Repaired []Event `json:"repaired"`
+	}
+	if err := decode(op, b, &r); err != nil {
+		closeRaw(sp)
+		return nil, err
+	}
+	return newSession(sp, r.Header, r.Repaired), nil
+}
+
+// List returns the stored sessions (dsh_store_list).
+func (st *Store) List() ([]StoredSession, error) {
+	const op = "Store.List"
+	b, err := st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_store_list(p, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var list []StoredSession
+	return list, decode(op, b, &list)
+}
+
+// Inspect reads a stored session without changing anything
+// (dsh_store_inspect): no repair is written, and it works while the session
+// is open (its pending writes are flushed first).
+func (st *Store) Inspect(id string) (Inspection, error) {
+	const op = "Store.Inspect"
+	var in Inspection
+	b, err := st.withID(op, id, func(p *C.dsh_store, cid *C.char, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_store_inspect(p, cid, out)
+	})
+	if err != nil {
+		return in, err
+	}
+	if err := decode(op, b, &in); err != nil {
+		return in, err
+	}
+	in.Raw = b
+	return in, nil
+}
+
+// Delete removes a stored session for good (dsh_store_delete). It fails
+// with ErrNotFound for an unknown id and ErrConflict (store.delete-live)
+// while the session is open.
+func (st *Store) Delete(id string) error {
+	_, err := st.withID("Store.Delete", id, func(p *C.dsh_store, cid *C.char, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_store_delete(p, cid, out)
+	})
+	return err
+}
+
+func (st *Store) withID(op, id string, f func(*C.dsh_store, *C.char, *C.dsh_buf) C.dsh_status) ([]byte, error) {
+	args, err := cStrings(op, text("session id", id))
+	if err != nil {
+		return nil, err
+	}
+	defer freeAll(args)
+	return st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status { return f(p, args[0].p, out) })
+}
+
+// Close drains every pending write of the store and releases the handle
+// (dsh_store_close); the error reports a failed drain (the handle is
+// released anyway). Sessions opened from the store stay usable. Close is
+// idempotent: later calls return nil.
+func (st *Store) Close() error {
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.p == nil {
+		return nil
+	}
+	p := st.p
+	st.p = nil
+	runtime.SetFinalizer(st, nil)
+	_, err := call("Store.Close", func(out *C.dsh_buf) C.dsh_status { return C.dsh_store_close(p, out) })
+	runtime.KeepAlive(st)
+	return err
+}
+
+// finalize closes a store that was dropped without Close.
+func (st *Store) finalize() {
+	st.mu.Lock()
+	p := st.p
+	st.p = nil
+	st.mu.Unlock()
+	if p != nil {
+		C.dsh_store_close(p, nil)
+	}
+}
+
+func closedError(op, what string) *Error {
+	return bindingError(op, StatusClosed, "handle.closed", what+" handle is closed")
+}
+
+// rawJSON is json.RawMessage with null mapped to nil.
+func rawJSON(b []byte, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	return nullToNil(b), nil
+}
