@@ -13,6 +13,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod codec;
 pub mod engine;
 pub mod error;

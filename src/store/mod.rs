@@ -6,10 +6,12 @@
 pub mod backend;
 pub mod chunk_rows;
 mod config;
+pub mod convert;
 pub mod jsonl;
 pub mod memory;
 mod session;
 pub mod sqlite;
+pub mod verify;
 pub mod writer;
 
 use std::collections::HashSet;

@@ -1,0 +1,155 @@
+//! The `dsh-session` command-line tool: list, show, derive, verify,
+//! repair, convert, fork and stats over a SQLite or JSONL store, so that a
+//! person never edits a log by hand.
+//!
+//! The binary (`src/bin/dsh-session.rs`) only calls [`main`]. Argument
+//! parsing lives in [`args`]; the store logic the commands share lives in
+//! the library ([`crate::store::verify`], [`crate::store::convert`], the
+//! restore pipeline and [`crate::store::Store`]).
+
+pub mod args;
+mod check;
+mod output;
+mod read;
+mod target;
+mod write;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::error::{Error, Status};
+use crate::store::verify::seq_hint;
+use args::{Cli, Command};
+pub use target::Target;
+
+/// Exit status: success / clean.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: `verify` found only repairable problems.
+pub const EXIT_REPAIRABLE: u8 = 1;
+/// Exit status: corrupt, refused or unreadable store.
+pub const EXIT_CORRUPT: u8 = 2;
+/// Exit status: the command could not be carried out.
+pub const EXIT_FAILED: u8 = 3;
+/// Exit status: invalid command line.
+pub const EXIT_USAGE: u8 = 64;
+
+/// A failed command: what to print on stderr and the exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    /// The exit status.
+    pub exit: u8,
+    /// The message (without the `error: ` prefix).
+    pub message: String,
+}
+
+impl CliError {
+    /// An invalid command line ([`EXIT_USAGE`]).
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError {
+            exit: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// A library error about `file` (and session `id`), with the exit status
+    /// of its C status.
+    pub fn library(file: &Path, id: Option<&str>, e: &Error) -> CliError {
+        CliError {
+            exit: exit_status(e.status),
+            message: describe(file, id, e),
+        }
+    }
+}
+
+/// The exit status of a library failure: damaged, foreign or unreadable
+/// data is [`EXIT_CORRUPT`], everything else [`EXIT_FAILED`].
+pub fn exit_status(status: Status) -> u8 {
+    match status {
+        Status::Corrupt
+        | Status::SchemaMismatch
+        | Status::Io
+        | Status::InvalidJson
+        | Status::Internal => EXIT_CORRUPT,
+        _ => EXIT_FAILED,
+    }
+}
+
+/// `FILE: session "ID": seq N: RULE [cause CAUSE] (STATUS): message`.
+pub fn describe(file: &Path, id: Option<&str>, e: &Error) -> String {
+    let mut out = format!("{}: ", file.display());
+    if let Some(id) = id {
+        out.push_str(&format!("session \"{id}\": "));
+    }
+    if let Some(seq) = seq_hint(e) {
+        out.push_str(&format!("seq {seq}: "));
+    }
+    out.push_str(e.rule);
+    if let Some(cause) = e.cause {
+        out.push_str(&format!(" [cause {cause}]"));
+    }
+    out.push_str(&format!(" ({}): {}", e.status.name(), e.message));
+    out
+}
+
+/// Global flags every command sees.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx {
+    /// `--json`.
+    pub json: bool,
+    /// `--quiet`.
+    pub quiet: bool,
+}
+
+impl Ctx {
+    /// A note on stderr (not with `--quiet`).
+    pub fn note(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("note: {text}");
+        }
+    }
+}
+
+/// Run the tool on the process arguments.
+pub fn main() -> ExitCode {
+    ExitCode::from(run(std::env::args_os()))
+}
+
+/// Run the tool on `args` (the first one is the program name); returns the
+/// exit status. Results go to stdout, errors and notes to stderr.
+pub fn run<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    let ctx = Ctx {
+        json: cli.json,
+        quiet: cli.quiet,
+    };
+    let result = match &cli.command {
+        Command::List(a) => read::list(ctx, a),
+        Command::Show(a) => read::show(ctx, a),
+        Command::Derive(a) => read::derive(ctx, a),
+        Command::Stats(a) => read::stats(ctx, a),
+        Command::Verify(a) => check::verify(ctx, a),
+        Command::Repair(a) => write::repair(ctx, a),
+        Command::Fork(a) => write::fork(ctx, a),
+        Command::Convert(a) => write::convert(ctx, a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            e.exit
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! The reading commands: `list`, `show`, `derive` and `stats`. They open
+//! the backend of an existing store, read with `load`, and rebuild a
+//! session in memory with the restore pipeline; nothing is written.
+
+use super::args::{DeriveArgs, ListArgs, ShowArgs, StatsArgs, StoreArgs};
+use super::output::{clip, get, iso_ms, message_text, plain, surface_text, table, Out};
+use super::{CliError, Ctx, Target, EXIT_OK};
+use crate::engine::derive::event_message;
+use crate::engine::event::{is_surface_type, TURN_END, TURN_START};
+use crate::engine::request::token_usage;
+use crate::engine::surface::{self, Markers};
+use crate::error::{Error, Status};
+use crate::json::{Object, Value};
+use crate::store::backend::header_id;
+use crate::store::{restore, Backend, Loaded, Restored};
+
+/// An opened store.
+pub(super) struct Opened {
+    /// Where it is.
+    pub target: Target,
+    /// Its backend.
+    pub backend: Box<dyn Backend>,
+}
+
+impl Opened {
+    /// Open an existing store for reading.
+    pub fn new(args: &StoreArgs) -> Result<Opened, CliError> {
+        let target = Target::from_args(args);
+        let backend = target
+            .open_existing()
+            .map_err(|e| CliError::library(&target.path, None, &e))?;
+        Ok(Opened { target, backend })
+    }
+
+    /// A library error about session `id` of this store.
+    pub fn fail(&self, id: Option<&str>, e: &Error) -> CliError {
+        CliError::library(&self.target.file_of(id), id, e)
+    }
+
+    /// Read session `id` (`load.not-found` when absent).
+    pub fn load(&mut self, id: &str) -> Result<Loaded, CliError> {
+        match self.backend.load(id) {
+            Ok(Some(loaded)) => Ok(loaded),
+            Ok(None) => Err(self.fail(
+                Some(id),
+                &Error::new(
+                    Status::NotFound,
+                    "load.not-found",
+                    format!("session \"{id}\" not found"),
+                ),
+            )),
+            Err(e) => Err(self.fail(Some(id), &e)),
+        }
+    }
+
+    /// Read session `id` and rebuild it in memory (the open pipeline
+    /// without writing), with notes about what `open` would repair.
+    pub fn restore(&mut self, ctx: Ctx, id: &str) -> Result<(Loaded, Restored), CliError> {
+        let loaded = self.load(id)?;
+        let restored = restore(id, &loaded).map_err(|e| self.fail(Some(id), &e))?;
+        if loaded.torn.is_some() {
+            ctx.note(&format!(
+                "session \"{id}\" has a torn tail; it is left out (`dsh-session repair` cuts it)"
+            ));
+        }
+        if !restored.closers.is_empty() {
+            ctx.note(&format!(
+                "session \"{id}\" ends inside a turn; the {} closer(s) open would append are included in memory (`dsh-session repair` writes them)",
+                restored.closers.len()
+            ));
+        }
+        Ok((loaded, restored))
+    }
+}
+
+/// The open turn of a stored log (`data.turn` of an unclosed `turn/start`).
+fn open_turn(events: &[Value]) -> Option<Value> {
+    let e = events.iter().rev().find(|e| {
+        let ty = get(e, "type").and_then(Value::as_str);
+        ty == Some(TURN_START) || ty == Some(TURN_END)
+    })?;
+    (get(e, "type").and_then(Value::as_str) == Some(TURN_START)).then(|| {
+        get(e, "data")
+            .and_then(|d| get(d, "turn"))
+            .cloned()
+            .unwrap_or_default()
+    })
+}
+
+/// `N` of a SQLite revision (`…:revision:N`), else the revision itself.
+fn short_revision(revision: &str) -> &str {
+    revision
+        .rsplit_once(":revision:")
+        .map_or(revision, |(_, n)| n)
+}
+
+fn created_at(header: &Value) -> String {
+    get(header, "createdAt")
+        .and_then(Value::as_safe_i64)
+        .map_or_else(|| "-".to_string(), iso_ms)
+}
+
+/// `list`.
+pub fn list(ctx: Ctx, a: &ListArgs) -> Result<u8, CliError> {
+    let mut o = Opened::new(&a.store)?;
+    let rows = o.backend.list().map_err(|e| o.fail(None, &e))?;
+    let mut out = Out::new();
+    let mut json = Vec::new();
+    let mut lines = Vec::new();
+    for row in rows {
+        let id = header_id(&row.header).to_string();
+        let mut item = Object::new();
+        item.insert_str("id", Value::str(&id));
+        item.insert_str("header", row.header.clone());
+        item.insert_str("revision", Value::str(&row.revision));
+        let (events, turn, note) = match o.backend.load(&id) {
+            Ok(Some(l)) => {
+                item.insert_str("events", Value::num(l.events.len() as f64));
+                item.insert_str("openTurn", open_turn(&l.events).unwrap_or_default());
+                item.insert_str("tornTail", Value::Bool(l.torn.is_some()));
+                let note = if l.torn.is_some() { "torn tail" } else { "" };
+                let turn = open_turn(&l.events).map_or_else(|| "-".to_string(), |t| plain(&t));
+                (l.events.len().to_string(), turn, note.to_string())
+            }
+            Ok(None) => ("-".into(), "-".into(), "not found".into()),
+            Err(e) => {
+                let err = Value::obj([
+                    ("rule", Value::str(e.rule)),
+                    ("message", Value::str(&e.message)),
+                ]);
+                item.insert_str("error", err);
+                ("-".into(), "-".into(), format!("unreadable: {}", e.rule))
+            }
+        };
+        json.push(Value::Object(item));
+        let revision = short_revision(&row.revision).to_string();
+        lines.push(vec![
+            id,
+            created_at(&row.header),
+            events,
+            turn,
+            revision,
+            note,
+        ]);
+    }
+    if ctx.json {
+        out.line(&Value::Array(json).to_json());
+    } else if lines.is_empty() {
+        ctx.note(&format!("no sessions in {}", o.target.path.display()));
+    } else {
+        let header = ["ID", "CREATED", "EVENTS", "OPEN TURN", "REVISION", "NOTE"];
+        for line in table(&header, &lines, &[false, false, true, true, false, false]) {
+            out.line(&line);
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn type_matches(types: &[String], ty: &str) -> bool {
+    types.is_empty()
+        || types.iter().any(|t| match t.strip_suffix('*') {
+            Some(prefix) => ty.starts_with(prefix),
+            None => ty == t,
+        })
+}
+
+/// `show`.
+pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
+    let mut o = Opened::new(&a.store)?;
+    let loaded = o.load(&a.id)?;
+    if loaded.torn.is_some() {
+        ctx.note(&format!(
+            "session \"{}\" has a torn tail after the events shown",
+            a.id
+        ));
+    }
+    let from = a.from.unwrap_or(0);
+    let to = a.to.unwrap_or(u64::MAX);
+    let shown = loaded.events.iter().enumerate().filter(|(i, e)| {
+        let seq = *i as u64;
+        let ty = get(e, "type").map(plain).unwrap_or_default();
+        seq >= from && seq <= to && type_matches(&a.types, &ty)
+    });
+    let mut out = Out::new();
+    if ctx.json {
+        for (_, e) in shown {
+            out.line(&e.to_json());
+        }
+        return Ok(EXIT_OK);
+    }
+    let rows: Vec<Vec<String>> = shown
+        .map(|(i, e)| {
+            let time = get(e, "time")
+                .and_then(Value::as_safe_i64)
+                .map_or_else(String::new, iso_ms);
+            let mut flags = surface_text(e);
+            if get(e, "ignorable").is_some() {
+                flags = format!("{flags} ignorable").trim().to_string();
+            }
+            let data = get(e, "data").map(Value::to_json).unwrap_or_default();
+            let ty = get(e, "type").map(plain).unwrap_or_default();
+            vec![i.to_string(), time, ty, flags, clip(&data, 120)]
+        })
+        .collect();
+    for line in table(&["SEQ", "TIME", "TYPE", "SURFACE", "DATA"], &rows, &[true]) {
+        out.line(&line);
+    }
+    Ok(EXIT_OK)
+}
+
+/// `derive`.
+pub fn derive(ctx: Ctx, a: &DeriveArgs) -> Result<u8, CliError> {
+    let mut o = Opened::new(&a.store)?;
+    let (_, restored) = o.restore(ctx, &a.id)?;
+    let mut session = restored.session;
+    let mut out = Out::new();
+    if a.surface {
+        let values: Vec<Value> = session.events().iter().map(|e| e.to_value()).collect();
+        let fold =
+            surface::fold(&values, Markers::Required).map_err(|e| o.fail(Some(&a.id), &e))?;
+        return print_surface(ctx, &mut out, &values, &fold);
+    }
+    if ctx.json {
+        out.line(&session.derive_json());
+        return Ok(EXIT_OK);
+    }
+    let mut rows = Vec::new();
+    for &seq in session.surface().nodes() {
+        let e = &session.events()[seq as usize];
+        if let Some(m) = event_message(&e.ty, &e.data) {
+            let role = get(m, "role").map(plain).unwrap_or_default();
+            let id = get(m, "id").map(plain).unwrap_or_default();
+            rows.push(vec![
+                rows.len().to_string(),
+                seq.to_string(),
+                role,
+                id,
+                clip(&message_text(m), 160),
+            ]);
+        }
+    }
+    for line in table(&["#", "SEQ", "ROLE", "ID", "CONTENT"], &rows, &[true, true]) {
+        out.line(&line);
+    }
+    Ok(EXIT_OK)
+}
+
+fn seqs_json(seqs: &[u64]) -> Value {
+    Value::Array(seqs.iter().map(|s| Value::num(*s as f64)).collect())
+}
+
+fn print_surface(
+    ctx: Ctx,
+    out: &mut Out,
+    values: &[Value],
+    fold: &surface::Fold,
+) -> Result<u8, CliError> {
+    let sources = |seq: u64| get(&values[seq as usize], "sourceEventSeqs").cloned();
+    let message_id = |e: &Value| {
+        let ty = get(e, "type").and_then(Value::as_js_str)?;
+        let m = event_message(ty, get(e, "data")?)?;
+        get(m, "id").map(plain)
+    };
+    if ctx.json {
+        let nodes = fold.surface.nodes().iter().map(|&seq| {
+            let e = &values[seq as usize];
+            Value::obj([
+                ("seq", Value::num(seq as f64)),
+                ("type", get(e, "type").cloned().unwrap_or_default()),
+                (
+                    "messageId",
+                    message_id(e).map_or(Value::Null, |s| Value::str(&s)),
+                ),
+                (
+                    "surfaceOp",
+                    get(e, "surfaceOp").cloned().unwrap_or_default(),
+                ),
+                ("sourceEventSeqs", sources(seq).unwrap_or_default()),
+            ])
+        });
+        let replacements = fold.replacements.iter().map(|r| {
+            Value::obj([
+                ("seq", Value::num(r.seq as f64)),
+                ("start", Value::num(r.start as f64)),
+                ("end", Value::num(r.end as f64)),
+                ("shadowedSeqs", seqs_json(&r.shadowed)),
+                ("sourceEventSeqs", sources(r.seq).unwrap_or_default()),
+            ])
+        });
+        let doc = Value::obj([
+            ("nodes", Value::Array(nodes.collect())),
+            ("replacements", Value::Array(replacements.collect())),
+        ]);
+        out.line(&doc.to_json());
+        return Ok(EXIT_OK);
+    }
+    out.line(&format!(
+        "surface: {} node(s), {} replacement(s)",
+        fold.surface.nodes().len(),
+        fold.replacements.len()
+    ));
+    let rows: Vec<Vec<String>> = fold
+        .surface
+        .nodes()
+        .iter()
+        .map(|&seq| {
+            let e = &values[seq as usize];
+            let ty = get(e, "type").map(plain).unwrap_or_default();
+            let id = message_id(e).unwrap_or_else(|| "-".to_string());
+            vec![seq.to_string(), ty, id, surface_text(e)]
+        })
+        .collect();
+    for line in table(&["SEQ", "TYPE", "MESSAGE", "SURFACE"], &rows, &[true]) {
+        out.line(&format!("  {line}"));
+    }
+    if !fold.replacements.is_empty() {
+        out.line("replacements:");
+    }
+    for r in &fold.replacements {
+        let src = sources(r.seq).map_or_else(|| "none".to_string(), |s| s.to_json());
+        out.line(&format!(
+            "  seq {} replaced {}..{}, shadowing {}; provenance (sourceEventSeqs) {src}",
+            r.seq,
+            r.start,
+            r.end,
+            seqs_json(&r.shadowed).to_json()
+        ));
+    }
+    Ok(EXIT_OK)
+}
+
+/// `stats`.
+pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
+    let mut o = Opened::new(&a.store)?;
+    let (loaded, restored) = o.restore(ctx, &a.id)?;
+    let mut session = restored.session;
+    let stored = session.events()[..loaded.events.len()].to_vec();
+    let mut types: Vec<(String, u64, u64)> = Vec::new();
+    let (mut bytes, mut message_events, mut message_bytes, mut turns) = (0u64, 0u64, 0u64, 0u64);
+    for e in &stored {
+        let ty = e.ty.to_string_lossy();
+        let len = e.to_json().len() as u64;
+        bytes += len;
+        match types.iter_mut().find(|t| t.0 == ty) {
+            Some(t) => {
+                t.1 += 1;
+                t.2 += len;
+            }
+            None => types.push((ty, 1, len)),
+        }
+        turns += u64::from(e.ty == TURN_START);
+        if is_surface_type(&e.ty) {
+            if let Some(m) = event_message(&e.ty, &e.data) {
+                message_events += 1;
+                message_bytes += m.to_json().len() as u64;
+            }
+        }
+    }
+    types.sort_by(|x, y| x.0.cmp(&y.0));
+    let tokens = token_usage(stored.iter().map(|e| &**e));
+    let replacements = session.surface().generation();
+    let derived = session.derived_messages();
+    let surface_messages = derived.len() as u64;
+    let surface_bytes: u64 = derived.iter().map(|m| m.len() as u64).sum();
+    let saved_bytes = message_bytes.saturating_sub(surface_bytes);
+    let saved_messages = message_events.saturating_sub(surface_messages);
+    let ratio = if message_bytes == 0 {
+        0.0
+    } else {
+        saved_bytes as f64 / message_bytes as f64
+    };
+    let file_bytes = (o.target.kind == super::args::BackendKind::Jsonl)
+        .then(|| {
+            std::fs::metadata(o.target.file_of(Some(&a.id)))
+                .ok()
+                .map(|m| m.len())
+        })
+        .flatten();
+    let open = open_turn(&loaded.events);
+    let mut out = Out::new();
+    if ctx.json {
+        let n = |v: u64| Value::num(v as f64);
+        let mut by_type = Object::new();
+        for (ty, count, len) in &types {
+            by_type.insert_str(ty, Value::obj([("count", n(*count)), ("bytes", n(*len))]));
+        }
+        let doc = Value::obj([
+            ("id", Value::str(&a.id)),
+            ("events", n(stored.len() as u64)),
+            ("bytes", n(bytes)),
+            ("fileBytes", file_bytes.map_or(Value::Null, n)),
+            ("types", Value::Object(by_type)),
+            ("turns", n(turns)),
+            ("openTurn", open.unwrap_or_default()),
+            (
+                "tokens",
+                Value::obj([
+                    ("input", Value::num(tokens[0])),
+                    ("output", Value::num(tokens[1])),
+                    ("cacheRead", Value::num(tokens[2])),
+                    ("cacheWrite", Value::num(tokens[3])),
+                ]),
+            ),
+            (
+                "messages",
+                Value::obj([("events", n(message_events)), ("bytes", n(message_bytes))]),
+            ),
+            (
+                "surface",
+                Value::obj([
+                    ("messages", n(surface_messages)),
+                    ("bytes", n(surface_bytes)),
+                    ("replacements", n(replacements)),
+                ]),
+            ),
+            (
+                "savings",
+                Value::obj([
+                    ("messages", n(saved_messages)),
+                    ("bytes", n(saved_bytes)),
+                    ("ratio", Value::num(ratio)),
+                ]),
+            ),
+        ]);
+        out.line(&doc.to_json());
+        return Ok(EXIT_OK);
+    }
+    let open = open.map_or_else(|| "none".to_string(), |t| plain(&t));
+    let mut lines = vec![
+        vec![
+            "session".into(),
+            format!(
+                "{} ({} {})",
+                a.id,
+                o.target.describe(),
+                o.target.path.display()
+            ),
+        ],
+        vec![
+            "events".into(),
+            format!("{} ({bytes} bytes of JSON)", stored.len()),
+        ],
+        vec!["turns".into(), format!("{turns} (open: {open})")],
+        vec![
+            "tokens".into(),
+            format!(
+                "input {}, output {}, cache read {}, cache write {}",
+                tokens[0], tokens[1], tokens[2], tokens[3]
+            ),
+        ],
+        vec![
+            "messages".into(),
+            format!("{message_events} message events, {message_bytes} bytes"),
+        ],
+        vec![
+            "surface".into(),
+            format!(
+                "{surface_messages} messages, {surface_bytes} bytes, {replacements} replacement(s)"
+            ),
+        ],
+        vec![
+            "savings".into(),
+            format!(
+                "{saved_messages} messages, {saved_bytes} bytes ({:.1}% of message bytes)",
+                ratio * 100.0
+            ),
+        ],
+    ];
+    if let Some(f) = file_bytes {
+        lines.push(vec!["log file".into(), format!("{f} bytes")]);
+    }
+    for line in table(&["", ""], &lines, &[]).iter().skip(1) {
+        out.line(line);
+    }
+    out.line("");
+    let rows: Vec<Vec<String>> = types
+        .iter()
+        .map(|(t, c, b)| vec![t.clone(), c.to_string(), b.to_string()])
+        .collect();
+    for line in table(&["TYPE", "COUNT", "BYTES"], &rows, &[false, true, true]) {
+        out.line(&line);
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,207 @@
+//! STORE paths: which backend a path holds, opening it for reading
+//! without creating anything, and the configuration of a writing store.
+
+use std::path::{Path, PathBuf};
+
+use super::args::{BackendKind, CompressionKind, StoreArgs};
+use super::CliError;
+use crate::error::{Error, Status};
+use crate::json::Value;
+use crate::store::jsonl::{Compression, JsonlBackend};
+use crate::store::sqlite::SqliteBackend;
+use crate::store::verify::jsonl_log_paths;
+use crate::store::Backend;
+
+/// How long an open waits for another connection's SQLite lock (the
+/// library's default, persistence.md §7.1).
+const SQLITE_BUSY_TIMEOUT_MS: u32 = 5000;
+
+/// A store path and its backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The path as given.
+    pub path: PathBuf,
+    /// The backend.
+    pub kind: BackendKind,
+    /// zstd frames (JSONL only).
+    pub zstd: bool,
+}
+
+/// Extensions that name a SQLite file.
+const SQLITE_EXTENSIONS: [&str; 3] = ["sqlite", "sqlite3", "db"];
+
+impl Target {
+    /// Decide what `path` holds: `backend` and `compression` force; an
+    /// existing file is SQLite, a directory JSONL; a missing path is SQLite
+    /// by extension, else JSONL. A JSONL encoding is detected from the logs
+    /// inside (zstd when there are none).
+    pub fn detect(
+        path: &Path,
+        backend: Option<BackendKind>,
+        compression: Option<CompressionKind>,
+    ) -> Target {
+        let kind = backend.unwrap_or_else(|| {
+            if path.is_dir() {
+                BackendKind::Jsonl
+            } else if path.exists() {
+                BackendKind::Sqlite
+            } else {
+                let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+                if SQLITE_EXTENSIONS.contains(&ext) {
+                    BackendKind::Sqlite
+                } else {
+                    BackendKind::Jsonl
+                }
+            }
+        });
+        let zstd = match compression {
+            Some(c) => c == CompressionKind::Zstd,
+            None => detect_zstd(path),
+        };
+        Target {
+            path: path.to_path_buf(),
+            kind,
+            zstd,
+        }
+    }
+
+    /// [`Target::detect`] from a command's store arguments.
+    pub fn from_args(args: &StoreArgs) -> Target {
+        Target::detect(&args.store, args.backend, args.compression)
+    }
+
+    /// `"sqlite"`, `"jsonl (zstd)"` or `"jsonl (none)"`.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            BackendKind::Sqlite => "sqlite".to_string(),
+            BackendKind::Jsonl if self.zstd => "jsonl (zstd)".to_string(),
+            BackendKind::Jsonl => "jsonl (none)".to_string(),
+        }
+    }
+
+    /// True when the path already holds something a backend would use: a
+    /// non-empty file or a non-empty directory.
+    pub fn holds_data(&self) -> bool {
+        match std::fs::metadata(&self.path) {
+            Err(_) => false,
+            Ok(m) if m.is_dir() => std::fs::read_dir(&self.path)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true),
+            Ok(m) => m.len() > 0,
+        }
+    }
+
+    /// Open the backend of an existing store. Refuses (`cli.no-store`) a
+    /// path that does not exist, an empty SQLite file or a JSONL path that
+    /// is not a directory, so that reading never creates a store.
+    pub fn open_existing(&self) -> Result<Box<dyn Backend>, Error> {
+        let meta = std::fs::metadata(&self.path);
+        let ok = match (&meta, self.kind) {
+            (Ok(m), BackendKind::Sqlite) => m.is_file() && m.len() > 0,
+            (Ok(m), BackendKind::Jsonl) => m.is_dir(),
+            (Err(_), _) => false,
+        };
+        if !ok {
+            let what = match self.kind {
+                BackendKind::Sqlite => "a non-empty SQLite file",
+                BackendKind::Jsonl => "a JSONL directory",
+            };
+            return Err(Error::new(
+                Status::Io,
+                "cli.no-store",
+                format!("no store at {}: expected {what}", self.path.display()),
+            ));
+        }
+        self.open()
+    }
+
+    /// Open (creating when missing) the backend of this path.
+    pub fn open(&self) -> Result<Box<dyn Backend>, Error> {
+        Ok(match self.kind {
+            BackendKind::Sqlite => {
+                Box::new(SqliteBackend::open(&self.path, SQLITE_BUSY_TIMEOUT_MS)?)
+            }
+            BackendKind::Jsonl => {
+                let compression = if self.zstd {
+                    Compression::Zstd
+                } else {
+                    Compression::None
+                };
+                Box::new(JsonlBackend::open(&self.path, compression)?)
+            }
+        })
+    }
+
+    /// The `dsh_store_open` configuration of this store (writes inside
+    /// each append: `batchWindowMs` 0).
+    pub fn store_config(&self) -> Result<String, CliError> {
+        let path = self.path.to_str().ok_or_else(|| {
+            CliError::usage(format!(
+                "{}: the path is not valid UTF-8",
+                self.path.display()
+            ))
+        })?;
+        let mut entries = vec![
+            (
+                "backend",
+                Value::str(match self.kind {
+                    BackendKind::Sqlite => "sqlite",
+                    BackendKind::Jsonl => "jsonl",
+                }),
+            ),
+            ("path", Value::str(path)),
+        ];
+        if self.kind == BackendKind::Jsonl {
+            entries.push((
+                "compression",
+                Value::str(if self.zstd { "zstd" } else { "none" }),
+            ));
+        }
+        entries.push(("batchWindowMs", Value::num(0.0)));
+        Ok(Value::obj(entries).to_json())
+    }
+
+    /// The file errors about session `id` should name: its JSONL log, or
+    /// the database file.
+    pub fn file_of(&self, id: Option<&str>) -> PathBuf {
+        if self.kind == BackendKind::Jsonl {
+            if let Some(log) = id.and_then(|id| jsonl_log_paths(&self.path, id).into_iter().next())
+            {
+                return log;
+            }
+        }
+        self.path.clone()
+    }
+
+    /// True when `self` and `other` name the same existing file or directory.
+    pub fn same_place(&self, other: &Target) -> bool {
+        match (self.path.canonicalize(), other.path.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => self.path == other.path,
+        }
+    }
+}
+
+/// The encoding of the logs under a JSONL root: raw when every log found
+/// is `session.jsonl` (or a flat `*.jsonl`), zstd otherwise (also when there
+/// is none).
+fn detect_zstd(root: &Path) -> bool {
+    let mut raw = false;
+    let Ok(projects) = std::fs::read_dir(root) else {
+        return true;
+    };
+    for project in projects.flatten() {
+        let Ok(entries) = std::fs::read_dir(project.path()) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".jsonl.zstd") || path.join("session.jsonl.zstd").exists() {
+                return true;
+            }
+            raw |= name.ends_with(".jsonl") || path.join("session.jsonl").exists();
+        }
+    }
+    !raw
+}

@@ -1,0 +1,487 @@
+//! Read-only verification of stored sessions (the `dsh-session verify`
+//! command): every rule the cold read pipeline applies (persistence.md §4.1,
+//! errors.md §3.5) is checked on the stored data, and every finding is
+//! reported with its rule id and seq instead of stopping at the first one.
+//!
+//! Nothing is written: the backend is only asked to `list` and `load`, and
+//! the restore pipeline ([`super::restore`]) runs in memory. The per-event
+//! passes below re-run the same engine checks event by event so that a log
+//! with several problems reports all of them; [`super::restore`] then runs as
+//! the authority, so verification never passes a session that `open` would
+//! refuse.
+//!
+//! Two findings are not errors but what `open` repairs (lifecycle.md §6):
+//! a torn tail ([`TORN_TAIL`]) and an interrupted turn ([`INTERRUPTED_TURN`]).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::backend::{header_id, Backend, Loaded};
+use super::jsonl::encode_segment;
+use crate::engine::event::{Event, TURN_END, TURN_START};
+use crate::engine::seed::{self, SeedMode};
+use crate::engine::surface::{candidate_of, EventLookup, Markers, Surface};
+use crate::engine::upgrade;
+use crate::error::{Error, Status};
+use crate::json::{JsString, Value};
+
+/// Rule id of a torn tail (cut by `open`; not in errors.md, which has no id
+/// for a tolerated tail).
+pub const TORN_TAIL: &str = "repair.torn-tail";
+
+/// Rule id of a log that ends inside a turn (`open` appends the closers of
+/// lifecycle.md §6).
+pub const INTERRUPTED_TURN: &str = "repair.interrupted-turn";
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// `open` repairs it (torn tail, interrupted turn).
+    Repairable,
+    /// `open` refuses the session or the store (damaged, foreign, unreadable).
+    Corrupt,
+}
+
+/// One finding.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The session it belongs to (`None` for the store as a whole).
+    pub session: Option<String>,
+    /// The stable rule id (errors.md, or [`TORN_TAIL`] / [`INTERRUPTED_TURN`]).
+    pub rule: &'static str,
+    /// The inner rule of a wrapping rule (`load.validation`, `load.corrupt-committed-row`).
+    pub cause: Option<&'static str>,
+    /// The C status the library reports for it.
+    pub status: Status,
+    /// The seq the finding is about, when known.
+    pub seq: Option<u64>,
+    /// A human message carrying the values that matter.
+    pub message: String,
+    /// Repairable or corrupt.
+    pub severity: Severity,
+}
+
+impl Problem {
+    /// A corrupt-severity finding from a library error; `seq` overrides the
+    /// seq found in the error (its index, or "seq N" in its message).
+    pub fn from_error(session: Option<&str>, e: &Error, seq: Option<u64>) -> Problem {
+        Problem {
+            session: session.map(str::to_string),
+            rule: e.rule,
+            cause: e.cause,
+            status: e.status,
+            seq: seq.or_else(|| seq_hint(e)),
+            message: e.message.clone(),
+            severity: Severity::Corrupt,
+        }
+    }
+
+    /// The rule that identifies the condition: the cause of a wrapper, else the rule.
+    pub fn inner_rule(&self) -> &'static str {
+        self.cause.unwrap_or(self.rule)
+    }
+}
+
+/// The seq an error is about: its index (seed errors, where index = seq),
+/// else the first `seq N` or `expected N` in its message.
+pub fn seq_hint(e: &Error) -> Option<u64> {
+    if let Some(i) = e.index {
+        return Some(i as u64);
+    }
+    number_after(&e.message, "seq ").or_else(|| number_after(&e.message, "expected "))
+}
+
+fn number_after(text: &str, word: &str) -> Option<u64> {
+    text.match_indices(word).find_map(|(i, _)| {
+        let rest = &text[i + word.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    })
+}
+
+/// The verification of one session.
+#[derive(Debug, Clone)]
+pub struct SessionReport {
+    /// The session id.
+    pub id: String,
+    /// How many events the backend read (the valid prefix), when it could.
+    pub events: Option<usize>,
+    /// Every finding, in log order per pass.
+    pub problems: Vec<Problem>,
+}
+
+impl SessionReport {
+    /// The worst severity found, `None` when the session is clean.
+    pub fn worst(&self) -> Option<Severity> {
+        self.problems.iter().map(|p| p.severity).max()
+    }
+}
+
+/// The verification of a store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreReport {
+    /// Findings about the store itself (listing failures).
+    pub problems: Vec<Problem>,
+    /// One report per session.
+    pub sessions: Vec<SessionReport>,
+}
+
+impl StoreReport {
+    /// The worst severity found anywhere, `None` when everything is clean.
+    pub fn worst(&self) -> Option<Severity> {
+        let store = self.problems.iter().map(|p| p.severity).max();
+        let sessions = self.sessions.iter().filter_map(SessionReport::worst).max();
+        store.max(sessions)
+    }
+}
+
+/// Verify every session of a store: those `list` returns, plus `extra`
+/// ids (e.g. [`jsonl_session_ids`], which also finds logs `list` skips
+/// silently because their header is unreadable).
+pub fn verify_store(backend: &mut dyn Backend, extra: &[String]) -> StoreReport {
+    let mut report = StoreReport::default();
+    let mut ids: Vec<String> = Vec::new();
+    match backend.list() {
+        Ok(rows) => ids.extend(rows.iter().map(|r| header_id(&r.header).to_string())),
+        Err(e) => report.problems.push(Problem::from_error(None, &e, None)),
+    }
+    let listed = ids.len();
+    let mut seen: HashSet<String> = ids.iter().cloned().collect();
+    for id in extra {
+        if seen.insert(id.clone()) {
+            ids.push(id.clone());
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let session = verify_session(backend, id);
+        // A directory name that does not lead back to a log (an id the
+        // walk could not decode exactly) is not a finding.
+        let lost = i >= listed && session.problems.iter().any(|p| p.rule == "load.not-found");
+        if !lost {
+            report.sessions.push(session);
+        }
+    }
+    report
+}
+
+/// Verify one stored session (read-only).
+pub fn verify_session(backend: &mut dyn Backend, id: &str) -> SessionReport {
+    let mut report = SessionReport {
+        id: id.to_string(),
+        events: None,
+        problems: Vec::new(),
+    };
+    let loaded = match backend.load(id) {
+        Ok(Some(loaded)) => loaded,
+        Ok(None) => {
+            let e = Error::new(
+                Status::NotFound,
+                "load.not-found",
+                format!("session \"{id}\" not found"),
+            );
+            report
+                .problems
+                .push(Problem::from_error(Some(id), &e, None));
+            return report;
+        }
+        Err(e) => {
+            report
+                .problems
+                .push(Problem::from_error(Some(id), &e, None));
+            return report;
+        }
+    };
+    report.events = Some(loaded.events.len());
+    if let Some(p) = torn_problem(id, backend.name(), &loaded) {
+        report.problems.push(p);
+    }
+    report.problems.extend(check_events(id, &loaded));
+    match super::restore(id, &loaded) {
+        Err(e) => {
+            let rule = e.cause.unwrap_or(e.rule);
+            if !report.problems.iter().any(|p| p.inner_rule() == rule) {
+                report
+                    .problems
+                    .push(Problem::from_error(Some(id), &e, None));
+            }
+        }
+        Ok(restored) if !restored.closers.is_empty() => {
+            report.problems.push(interrupted(
+                id,
+                &restored.session.events()[..restored.durable],
+                &restored.closers,
+            ));
+        }
+        Ok(_) => {}
+    }
+    dedupe(&mut report.problems);
+    report
+}
+
+fn torn_problem(id: &str, backend: &str, loaded: &Loaded) -> Option<Problem> {
+    let torn = loaded.torn.as_ref()?;
+    let first = (loaded.events.len() - torn.recovered) as u64;
+    let message = if backend == "sqlite" {
+        format!(
+            "the rows from seq {} on do not decode into the log after the last turn/end; open deletes them",
+            torn.marker
+        )
+    } else if torn.recovered > 0 {
+        format!(
+            "the log is torn at byte {}; open cuts it there and writes the {} events readable from the torn frame (seq {first}..) again",
+            torn.marker, torn.recovered
+        )
+    } else {
+        format!(
+            "the log is torn at byte {} (after seq {}); open cuts the bytes after it",
+            torn.marker,
+            first.wrapping_sub(1) as i64
+        )
+    };
+    Some(Problem {
+        session: Some(id.to_string()),
+        rule: TORN_TAIL,
+        cause: None,
+        status: Status::Ok,
+        seq: Some(if backend == "sqlite" {
+            torn.marker
+        } else {
+            first
+        }),
+        message,
+        severity: Severity::Repairable,
+    })
+}
+
+fn interrupted(id: &str, stored: &[Arc<Event>], closers: &[Arc<Event>]) -> Problem {
+    let start = stored
+        .iter()
+        .rev()
+        .find(|e| e.ty == TURN_START || e.ty == TURN_END)
+        .filter(|e| e.ty == TURN_START);
+    let turn = start
+        .and_then(|e| e.data.as_object())
+        .and_then(|d| d.get("turn"))
+        .map_or_else(|| "?".to_string(), Value::to_json);
+    let list: Vec<String> = closers
+        .iter()
+        .map(|c| format!("seq {} {}", c.seq, c.ty.to_string_lossy()))
+        .collect();
+    Problem {
+        session: Some(id.to_string()),
+        rule: INTERRUPTED_TURN,
+        cause: None,
+        status: Status::Ok,
+        seq: start.map(|e| e.seq),
+        message: format!(
+            "turn {turn} is open at the end of the log; open appends {} closer(s): {}",
+            closers.len(),
+            list.join(", ")
+        ),
+        severity: Severity::Repairable,
+    }
+}
+
+/// Keep the first finding of each (rule, seq).
+fn dedupe(problems: &mut Vec<Problem>) {
+    let mut seen = HashSet::new();
+    problems.retain(|p| seen.insert((p.inner_rule(), p.seq)));
+}
+
+/// A log of JSON values as the surface's lookup.
+struct ValueLog<'a>(&'a [Value]);
+
+impl EventLookup for ValueLog<'_> {
+    fn type_and_data(&self, seq: u64) -> Option<(&JsString, &Value)> {
+        let obj = self.0.get(usize::try_from(seq).ok()?)?.as_object()?;
+        Some((obj.get("type")?.as_js_str()?, obj.get("data")?))
+    }
+}
+
+/// The restore rules, event by event, collecting every failure: header,
+/// retired vocabulary, legacy upgrade, envelope, message shape, known
+/// types, seed admission and surface admission.
+fn check_events(id: &str, loaded: &Loaded) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut found = |e: Error, seq: Option<u64>| out.push(Problem::from_error(Some(id), &e, seq));
+    // Header rules: the pipeline on the header alone.
+    let header_only = Loaded {
+        header: loaded.header.clone(),
+        events: Vec::new(),
+        torn: None,
+        revision: loaded.revision.clone(),
+    };
+    if let Err(e) = super::restore(id, &header_only) {
+        found(e, None);
+    }
+    let values = upgraded(id, &loaded.events, &mut found);
+    let mut surface = Surface::new();
+    for (i, v) in values.iter().enumerate() {
+        let seq = Some(i as u64);
+        let what = format!("session event at seq {i}");
+        match Event::from_envelope(v.clone(), &what) {
+            Err(e) => found(e, seq),
+            Ok(event) => {
+                if let Err(e) = seed::check_event_message(&event, &what) {
+                    found(e, seq);
+                }
+                if let Err(e) = upgrade::check_known_types(id, std::slice::from_ref(&event)) {
+                    found(e, seq);
+                }
+                if let Err(e) = seed::admit_event(&event, i, SeedMode::Restore) {
+                    found(e, seq);
+                }
+            }
+        }
+        let log = ValueLog(&values[..i]);
+        match surface.plan(&candidate_of(v), i as u64, Markers::Required, &log) {
+            Ok(plan) => surface.apply(i as u64, &plan),
+            Err(e) => found(e, seq),
+        }
+    }
+    out
+}
+
+/// The stored events after the retired-vocabulary refusal and the legacy
+/// upgrade; an event whose upgrade fails is reported and kept as stored.
+fn upgraded(id: &str, events: &[Value], found: &mut impl FnMut(Error, Option<u64>)) -> Vec<Value> {
+    let mut failed = vec![false; events.len()];
+    for (i, e) in events.iter().enumerate() {
+        if let Err(err) = upgrade::refuse_retired(id, std::slice::from_ref(e)) {
+            found(err, Some(i as u64));
+        }
+        if let Err(err) = upgrade::upgrade(id, vec![e.clone()]) {
+            found(err, Some(i as u64));
+            failed[i] = true;
+        }
+    }
+    // The message rewrite needs the ids of earlier events, so the events
+    // that upgrade alone are upgraded together.
+    let good: Vec<Value> = events
+        .iter()
+        .zip(&failed)
+        .filter(|(_, f)| !**f)
+        .map(|(e, _)| e.clone())
+        .collect();
+    let mut good = match upgrade::upgrade(id, good) {
+        Ok(v) => v.into_iter(),
+        Err(_) => return events.to_vec(),
+    };
+    events
+        .iter()
+        .zip(&failed)
+        .map(|(e, f)| match f {
+            true => e.clone(),
+            false => good.next().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The session ids of a JSONL root found by walking its directories
+/// (`<root>/<project>/<session-dir>/session.jsonl[.zstd]`), whichever
+/// encoding and whatever their header holds. Session directory names are
+/// decoded back from `encodeSegment` (persistence.md §6.2).
+pub fn jsonl_session_ids(root: &Path) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut seen = HashSet::new();
+    for project in sorted_dirs(root) {
+        for dir in sorted_dirs(&project) {
+            let has_log = ["session.jsonl", "session.jsonl.zstd"]
+                .iter()
+                .any(|n| dir.join(n).is_file());
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if let Some(id) = decode_segment(name).filter(|_| has_log) {
+                if seen.insert(id.clone()) {
+                    ids.push(id);
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// Every log file of session `id` under a JSONL root (one, normally).
+pub fn jsonl_log_paths(root: &Path, id: &str) -> Vec<PathBuf> {
+    let Ok(segment) = encode_segment(&JsString::from_str(id)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for project in sorted_dirs(root) {
+        for name in ["session.jsonl.zstd", "session.jsonl"] {
+            let log = project.join(&segment).join(name);
+            if log.is_file() {
+                out.push(log);
+            }
+        }
+    }
+    out
+}
+
+fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The id a session directory name encodes (`~XXXX` = one UTF-16 code
+/// unit); `None` when the name is not an `encodeSegment` output.
+pub fn decode_segment(name: &str) -> Option<String> {
+    let bytes = name.as_bytes();
+    let mut units: Vec<u16> = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'~' {
+            let hex = name.get(i + 1..i + 5)?;
+            units.push(u16::from_str_radix(hex, 16).ok()?);
+            i += 5;
+        } else if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            units.push(u16::from(b));
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+    if units.is_empty() {
+        return None;
+    }
+    Some(JsString::from_utf16(&units).to_string_lossy())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_decode_back() {
+        for id in ["demo", "a/b~c", ".", "..", "é x"] {
+            let seg = encode_segment(&JsString::from_str(id)).unwrap();
+            assert_eq!(decode_segment(&seg).as_deref(), Some(id));
+        }
+        assert_eq!(decode_segment("a b"), None);
+        assert_eq!(decode_segment("~00"), None);
+    }
+
+    #[test]
+    fn seq_hints() {
+        let e = Error::new(
+            Status::Corrupt,
+            "x",
+            "seq gap at line 4 (expected 3, got 9)",
+        );
+        assert_eq!(seq_hint(&e), Some(3));
+        let e = Error::new(
+            Status::Corrupt,
+            "x",
+            "invalid committed physical row at seq 12",
+        );
+        assert_eq!(seq_hint(&e), Some(12));
+    }
+}
