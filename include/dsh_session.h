@@ -411,6 +411,28 @@ dsh_status dsh_session_surface(struct dsh_session *session, struct dsh_buf *out)
 dsh_status dsh_session_derive(struct dsh_session *session, struct dsh_buf *out);
 
 /**
+ * The derived messages added since a cursor the caller holds, so a host's
+ * per-step cost does not grow with history.
+ *
+ * Pass `generation = 0, count = 0` the first time; then pass back the
+ * `generation` and `count` of the previous answer. `out` =
+ * `{"generation":g,"count":n,"reset":bool,"messages":[...]}`: while no
+ * replace happened, `messages` holds only the messages appended since the
+ * cursor and `reset` is false; after a replace (or with a cursor this
+ * session never gave out) `reset` is true and `messages` is the whole list,
+ * which replaces what the host held. O(new messages) per call.
+ *
+ * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `session` is NULL or a handle; `out` is NULL or writable.
+ */
+dsh_status dsh_session_derive_since(struct dsh_session *session,
+                                    uint64_t generation,
+                                    uint64_t count,
+                                    struct dsh_buf *out);
+
+/**
  * The folded request header in canonical form, or `null`.
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.

@@ -22,6 +22,19 @@ pub enum Seed {
     Events(Vec<Arc<Event>>),
 }
 
+/// The answer of [`Session::derive_since`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeriveDelta {
+    /// The replace generation now (the cursor to pass next time).
+    pub generation: u64,
+    /// The number of derived messages now (the cursor to pass next time).
+    pub count: u64,
+    /// True when the cursor was invalidated: `messages` is the whole list.
+    pub reset: bool,
+    /// The new messages (or all of them after a reset) as a JSON array.
+    pub messages: String,
+}
+
 /// Where the surface intent of one append comes from.
 enum Intent<'a> {
     None,
@@ -324,6 +337,34 @@ impl Session {
         let log = &self.log;
         self.derive.update(&self.surface, |seq| &log[seq as usize]);
         self.derive.to_json()
+    }
+
+    /// The messages added since a cursor `(generation, count)` a caller
+    /// holds from an earlier call. While no replace happened the surface
+    /// only grew at its tail, so the answer is the messages after `count`;
+    /// when the generation moved on (or the cursor is not one this session
+    /// gave out) the whole list comes back with `reset`. O(new messages).
+    pub fn derive_since(&mut self, generation: u64, count: u64) -> DeriveDelta {
+        let log = &self.log;
+        self.derive.update(&self.surface, |seq| &log[seq as usize]);
+        let messages = self.derive.messages();
+        let now = self.surface.generation();
+        let reset = generation != now || count > messages.len() as u64;
+        let from = if reset { 0 } else { count as usize };
+        let mut json = String::from("[");
+        for (i, m) in messages[from..].iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            json.push_str(m);
+        }
+        json.push(']');
+        DeriveDelta {
+            generation: now,
+            count: messages.len() as u64,
+            reset,
+            messages: json,
+        }
     }
 
     /// The derived messages, each as JSON text.

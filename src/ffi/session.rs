@@ -402,6 +402,39 @@ pub unsafe extern "C" fn dsh_session_derive(
     })
 }
 
+/// The derived messages added since a cursor the caller holds, so a host's
+/// per-step cost does not grow with history.
+///
+/// Pass `generation = 0, count = 0` the first time; then pass back the
+/// `generation` and `count` of the previous answer. `out` =
+/// `{"generation":g,"count":n,"reset":bool,"messages":[...]}`: while no
+/// replace happened, `messages` holds only the messages appended since the
+/// cursor and `reset` is false; after a replace (or with a cursor this
+/// session never gave out) `reset` is true and `messages` is the whole list,
+/// which replaces what the host held. O(new messages) per call.
+///
+/// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `session` is NULL or a handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_session_derive_since(
+    session: *mut dsh_session,
+    generation: u64,
+    count: u64,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        handles::session(session)?.with(|s| {
+            let d = s.derive_since(generation, count);
+            Ok(format!(
+                "{{\"generation\":{},\"count\":{},\"reset\":{},\"messages\":{}}}",
+                d.generation, d.count, d.reset, d.messages
+            ))
+        })
+    })
+}
+
 /// The folded request header in canonical form, or `null`.
 ///
 /// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.

@@ -78,6 +78,15 @@ fn write_escaped(t: &str, out: &mut String) {
 pub(super) fn write_string(s: &JsString, out: &mut String) {
     out.reserve(s.len_wtf8() + 2);
     out.push('"');
+    let b = s.as_wtf8();
+    // Every surrogate encoding starts with the byte 0xED (`contains` on
+    // bytes is a memchr), so most strings take this path.
+    if !b.contains(&0xED) {
+        // SAFETY: WTF-8 without a surrogate encoding is valid UTF-8.
+        write_escaped(unsafe { std::str::from_utf8_unchecked(b) }, out);
+        out.push('"');
+        return;
+    }
     for chunk in s.chunks() {
         match chunk {
             Chunk::Text(t) => write_escaped(t, out),
