@@ -5,7 +5,7 @@
 //! tests/conformance/known-failures.txt, or when a listed one passes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
 
@@ -14,29 +14,9 @@ use ::dsh_session::ffi::*;
 use ::dsh_session::json::{self, Value};
 use serde_json::Value as J;
 
-/// Call an ABI function that fills a buffer; return (status, text).
-fn call(f: impl FnOnce(*mut dsh_buf) -> dsh_status) -> (dsh_status, String) {
-    let mut buf = dsh_buf {
-        ptr: ptr::null_mut(),
-        len: 0,
-        cap: 0,
-    };
-    let status = f(&mut buf);
-    assert!(!buf.ptr.is_null(), "out buffer not filled");
-    // SAFETY: the library filled the buffer with a NUL-terminated string.
-    let text = unsafe { CStr::from_ptr(buf.ptr) }
-        .to_str()
-        .expect("utf-8 out")
-        .to_string();
-    assert_eq!(text.len(), buf.len, "len excludes the NUL");
-    // SAFETY: the buffer was filled by the library.
-    unsafe { dsh_buf_free(&mut buf) };
-    (status, text)
-}
-
-fn cstr(s: &str) -> CString {
-    CString::new(s).expect("no NUL in test input")
-}
+#[path = "support/call.rs"]
+mod call;
+use call::{call, cstr};
 
 fn opt_ptr(s: &Option<CString>) -> *const c_char {
     s.as_ref().map_or(ptr::null(), |c| c.as_ptr())

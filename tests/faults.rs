@@ -298,9 +298,11 @@ fn zstd_bit_flips_in_committed_frames_are_corrupt_and_left_alone() {
     let root = dir.join("root");
     let config = jsonl_config(&root, true);
     let log = jsonl_log(&root, true);
-    let (_, ends) = write_session_marking_ends(&config, &log);
+    let (written, ends) = write_session_marking_ends(&config, &log);
     let original = std::fs::read(&log).unwrap();
-    // Frames up to the one holding the first turn/end are the committed region.
+    // Frames up to the one holding the first turn/end are the committed
+    // region. Every flip must end in DSH_E_CORRUPT or, where the bit does
+    // not change what decodes, in the same events.
     let committed_end = ends[2] as usize;
     let mut x: u64 = 0x2545F4914F6CDD1D;
     for round in 0..60 {
@@ -329,7 +331,14 @@ fn zstd_bit_flips_in_committed_frames_are_corrupt_and_left_alone() {
                 );
             }
             Ok(events) => {
-                panic!("round {round}: a flipped bit at byte {pos} went unnoticed: {events:?}")
+                // A few header bits (e.g. the window size) do not change
+                // what decodes; then nothing committed may have changed.
+                assert_eq!(
+                    first(&events, 5),
+                    first(&written, 5),
+                    "round {round}: a flipped bit at byte {pos} changed committed events"
+                );
+                std::fs::write(&log, &original).unwrap();
             }
         }
     }

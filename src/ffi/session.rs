@@ -203,6 +203,25 @@ pub unsafe extern "C" fn dsh_session_close(
     })
 }
 
+/// The `(type, data_json, intent_json)` arguments of append and validate.
+///
+/// # Safety
+/// Each pointer is NULL or a NUL-terminated string valid for the call.
+unsafe fn event_args<'a>(
+    type_: *const c_char,
+    data_json: *const c_char,
+    intent_json: *const c_char,
+) -> Result<(&'a str, &'a str, Option<&'a str>)> {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        Ok((
+            arg_str(type_, "type")?,
+            arg_str(data_json, "data_json")?,
+            opt_str(intent_json, "intent_json")?,
+        ))
+    }
+}
+
 /// Append one event: `type` is the event type, `data_json` its data,
 /// `intent_json` (may be NULL) the surface intent
 /// `{"surfaceOp": "append" | {"op":"replace","start":S,"end":E}, "sourceEventSeqs": [...]}`.
@@ -226,13 +245,7 @@ pub unsafe extern "C" fn dsh_session_append(
     guard(out, || {
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
-        let (ty, data, intent) = unsafe {
-            (
-                arg_str(type_, "type")?,
-                arg_str(data_json, "data_json")?,
-                opt_str(intent_json, "intent_json")?,
-            )
-        };
+        let (ty, data, intent) = unsafe { event_args(type_, data_json, intent_json)? };
         Ok(s.append(ty, data, intent)?.to_json())
     })
 }
@@ -279,13 +292,7 @@ pub unsafe extern "C" fn dsh_session_validate(
     guard(out, || {
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
-        let (ty, data, intent) = unsafe {
-            (
-                arg_str(type_, "type")?,
-                arg_str(data_json, "data_json")?,
-                opt_str(intent_json, "intent_json")?,
-            )
-        };
+        let (ty, data, intent) = unsafe { event_args(type_, data_json, intent_json)? };
         Ok(s.validate(ty, data, intent)?.to_json())
     })
 }

@@ -1,33 +1,18 @@
 //! Small safe wrappers over the C ABI for integration tests.
 #![allow(dead_code)]
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CString};
 use std::ptr;
 
 use ::dsh_session::ffi::*;
 use ::dsh_session::json::{self, Value};
 
-/// Call an ABI function that fills a buffer; return (status, text).
-pub fn call(f: impl FnOnce(*mut dsh_buf) -> dsh_status) -> (dsh_status, String) {
-    let mut buf = dsh_buf {
-        ptr: ptr::null_mut(),
-        len: 0,
-        cap: 0,
-    };
-    let status = f(&mut buf);
-    assert!(!buf.ptr.is_null(), "out buffer not filled");
-    // SAFETY: the library filled the buffer with a NUL-terminated string.
-    let text = unsafe { CStr::from_ptr(buf.ptr) }
-        .to_str()
-        .expect("utf-8")
-        .to_string();
-    // SAFETY: the buffer was filled by the library.
-    unsafe { dsh_buf_free(&mut buf) };
-    (status, text)
-}
+#[path = "call.rs"]
+mod call;
+pub use call::{call, cstr};
 
 pub fn c(s: &str) -> CString {
-    CString::new(s).expect("no NUL")
+    cstr(s)
 }
 
 fn opt(s: &Option<CString>) -> *const c_char {
