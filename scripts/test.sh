@@ -35,6 +35,9 @@ DSH_VALGRIND=1 cargo test --locked --test c_abi
 echo "==> Go binding"
 ./scripts/test-go.sh
 
+echo "==> Swift binding (in a cached Debian trixie chroot)"
+./scripts/test-swift.sh
+
 echo "==> quickstart"
 ./scripts/quickstart.sh >/dev/null
 echo "quickstart ran"

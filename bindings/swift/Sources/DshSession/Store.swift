@@ -1,0 +1,297 @@
+import CDshSession
+import Foundation
+
+/// Where a store keeps its sessions (the `config_json` of `dsh_store_open`).
+public struct StoreConfig: Encodable, Hashable, Sendable {
+    /// The storage backend.
+    public enum Backend: String, Encodable, Sendable {
+        /// Sessions live as long as the store.
+        case memory
+        /// One SQLite database file (the reference's schema).
+        case sqlite
+        /// A directory of per-session JSONL logs.
+        case jsonl
+    }
+
+    /// JSONL frame encoding.
+    public enum Compression: String, Encodable, Sendable {
+        case zstd, none
+    }
+
+    public var backend: Backend
+    /// The database file (sqlite) or directory (jsonl).
+    public var path: String?
+    /// jsonl only; the library's default is `.zstd`.
+    public var compression: Compression?
+    /// The write-behind window in milliseconds; 0 writes inside each append.
+    /// The library's default is 25.
+    public var batchWindowMs: Int?
+
+    public init(backend: Backend, path: String? = nil, compression: Compression? = nil, batchWindowMs: Int? = nil) {
+        self.backend = backend
+        self.path = path
+        self.compression = compression
+        self.batchWindowMs = batchWindowMs
+    }
+
+    /// An in-memory store.
+    public static let memory = StoreConfig(backend: .memory)
+
+    /// An SQLite database file (created when missing).
+    public static func sqlite(path: String, batchWindowMs: Int? = nil) -> StoreConfig {
+        StoreConfig(backend: .sqlite, path: path, batchWindowMs: batchWindowMs)
+    }
+
+    /// A directory of JSONL session logs (created when missing).
+    public static func jsonl(directory: String, compression: Compression? = nil,
+                             batchWindowMs: Int? = nil) -> StoreConfig {
+        StoreConfig(backend: .jsonl, path: directory, compression: compression, batchWindowMs: batchWindowMs)
+    }
+}
+
+/// A session as `Store.list()` reports it.
+public struct StoredSession: Decodable, Hashable, Sendable {
+    /// The session id.
+    public var id: String
+    /// Creation time, Unix epoch milliseconds.
+    public var createdAt: Int?
+    /// The store's opaque revision token.
+    public var revision: JSONValue?
+    /// The number of stored events, when the backend reports it.
+    public var length: Int?
+    /// Every field of the listing, including the header fields (`cwd`, `parentSession`, …).
+    public var fields: [String: JSONValue]
+
+    private enum CodingKeys: String, CodingKey { case id, createdAt, revision, length }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        createdAt = try container.decodeIfPresent(Int.self, forKey: .createdAt)
+        revision = try container.decodeIfPresent(JSONValue.self, forKey: .revision)
+        length = try container.decodeIfPresent(Int.self, forKey: .length)
+        fields = try decoder.singleValueContainer().decode([String: JSONValue].self)
+    }
+}
+
+/// What `Store.inspect(_:)` reads from a stored session, without changing it.
+public struct Inspection: Decodable, Hashable, Sendable {
+    public var header: SessionHeader
+    /// The store's opaque revision token.
+    public var revision: JSONValue?
+    /// Whether a torn tail would be cut on open.
+    public var torn: Bool
+    /// The stored log followed by the closers crash repair would append.
+    public var events: [Event]
+    /// Those closers alone.
+    public var repair: [Event]
+}
+
+/// A lifecycle notice delivered to a store's observer.
+public struct StoreNotice: Sendable {
+    /// The kind of notice. Open: newer libraries may add kinds.
+    public struct Kind: RawRepresentable, Hashable, Sendable {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// A session was created (payload: its header).
+        public static let created = Kind(rawValue: "created")
+        /// An event was committed (payload: the event).
+        public static let event = Kind(rawValue: "event")
+        /// A write-behind batch reached the disk or failed (payload: `{"ok":…}`).
+        public static let flush = Kind(rawValue: "flush")
+        /// A session handle was released (payload: `null`).
+        public static let disposed = Kind(rawValue: "disposed")
+    }
+
+    /// The session the notice is about.
+    public let sessionId: String
+    public let kind: Kind
+    /// The payload JSON text, exactly as the library sent it.
+    public let payloadJSON: String
+
+    /// The payload as a JSON value (`.null` if it does not parse).
+    public var payload: JSONValue { (try? JSONValue(parsing: payloadJSON)) ?? .null }
+
+    /// For `.event` notices: the committed event.
+    public var event: Event? {
+        guard kind == .event else { return nil }
+        return try? decodeJSON(Event.self, from: Data(payloadJSON.utf8))
+    }
+}
+
+/// Holds an observer closure for the C callback; kept alive by its store.
+final class ObserverBox {
+    let handler: @Sendable (StoreNotice) -> Void
+    init(_ handler: @escaping @Sendable (StoreNotice) -> Void) { self.handler = handler }
+}
+
+/// An open store: the owner of sessions on one backend.
+///
+/// Close it with `close()` (idempotent) to see whether draining the pending
+/// writes succeeded; otherwise `deinit` closes it. Sessions keep their store
+/// alive, so stores and sessions can be closed in any order. Safe to use from
+/// any thread.
+///
+/// (`@unchecked Sendable`: the handle pointer is guarded by a reader-writer
+/// lock, and the library itself makes every call on a handle thread-safe.)
+public final class Store: @unchecked Sendable {
+    /// The backend, as the library reports it (`"memory"`, `"sqlite"`, `"jsonl"`).
+    public let backend: String
+
+    private var handle: OpaquePointer?
+    private let lock = HandleLock()
+    /// Every observer ever installed: the library may call one until the store
+    /// and all its sessions are closed, and sessions keep this object alive.
+    private var observers: [ObserverBox] = []
+    private let observersLock = NSLock()
+
+    /// Opens a store (a memory store by default).
+    public convenience init(_ config: StoreConfig = .memory) throws {
+        try self.init(configJSON: try encodeJSON(config, what: "StoreConfig"))
+    }
+
+    /// Opens a store from the library's configuration JSON (`nil`: a memory store).
+    public init(configJSON: String?) throws {
+        try ABICheck.check()
+        if let configJSON { try checkText(configJSON, "configJSON") }
+        var opened: OpaquePointer?
+        let data = try withOptionalCString(configJSON) { config in
+            try ffiCall { dsh_store_open(config, &opened, $0) }
+        }
+        struct Opened: Decodable { var backend: String? }
+        backend = (try? JSONDecoder().decode(Opened.self, from: data))?.backend ?? "unknown"
+        handle = try createdHandle(opened, "dsh_store_open")
+    }
+
+    deinit {
+        if let handle { dsh_store_close(handle, nil) }
+    }
+
+    /// Whether `close()` was called.
+    public var isClosed: Bool { lock.shared { handle == nil } }
+
+    /// Runs `body` with the open handle, or throws `.closed`.
+    func withHandle<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
+        try lock.shared {
+            guard let handle else { throw DshError.closed("store") }
+            return try body(handle)
+        }
+    }
+
+    /// Drains every pending write, then releases the store. A second call does
+    /// nothing. Sessions opened from the store stay usable.
+    ///
+    /// - Throws: `DshError` (`.io`) when the final drain failed; the store is
+    ///   released all the same.
+    public func close() throws {
+        let taken: OpaquePointer? = lock.exclusive {
+            defer { handle = nil }
+            return handle
+        }
+        guard let taken else { return }
+        _ = try ffiCall { dsh_store_close(taken, $0) }
+    }
+
+    /// Creates a session.
+    ///
+    /// - Throws: `DshError`: `.conflict` (id in use), `.rejected` (seed rules,
+    ///   with the seed `index`), `.invalidJSON`, `.io`, `.closed`.
+    public func createSession(_ options: SessionOptions = SessionOptions()) throws -> Session {
+        try createSession(optionsJSON: try encodeJSON(options, what: "SessionOptions"))
+    }
+
+    /// Creates a session with the given id and no seed.
+    public func createSession(id: String) throws -> Session {
+        try createSession(SessionOptions(id: id))
+    }
+
+    /// Creates a session from the library's options JSON (`nil`: a generated id).
+    public func createSession(optionsJSON: String?) throws -> Session {
+        if let optionsJSON { try checkText(optionsJSON, "optionsJSON") }
+        var created: OpaquePointer?
+        let data = try withHandle { store in
+            try withOptionalCString(optionsJSON) { options in
+                try ffiCall { dsh_session_create(store, options, &created, $0) }
+            }
+        }
+        return try Session.adopt(created, "dsh_session_create", store: self) {
+            (try decodeJSON(SessionHeader.self, from: data), [])
+        }
+    }
+
+    /// Opens a stored session: loads it, runs crash repair (closing an
+    /// interrupted turn), makes the repair durable. The closers appended are in
+    /// the session's `repaired`.
+    ///
+    /// - Throws: `DshError`: `.notFound`, `.conflict` (already open),
+    ///   `.corrupt`, `.schemaMismatch`, `.io`, `.closed`.
+    public func openSession(_ id: String) throws -> Session {
+        try checkText(id, "id")
+        var opened: OpaquePointer?
+        let data = try withHandle { store in
+            try id.withCString { cid in try ffiCall { dsh_session_open(store, cid, &opened, $0) } }
+        }
+        struct Opened: Decodable {
+            var header: SessionHeader
+            var repaired: [Event]
+        }
+        return try Session.adopt(opened, "dsh_session_open", store: self) {
+            let result = try decodeJSON(Opened.self, from: data)
+            return (result.header, result.repaired)
+        }
+    }
+
+    /// The stored sessions.
+    public func list() throws -> [StoredSession] {
+        try withHandle { store in try ffiCallDecoding([StoredSession].self) { dsh_store_list(store, $0) } }
+    }
+
+    /// Reads a stored session without changing anything (works while it is open).
+    public func inspect(_ id: String) throws -> Inspection {
+        try checkText(id, "id")
+        return try withHandle { store in
+            try id.withCString { cid in try ffiCallDecoding(Inspection.self) { dsh_store_inspect(store, cid, $0) } }
+        }
+    }
+
+    /// Deletes a stored session that is not open.
+    ///
+    /// - Throws: `DshError`: `.notFound`, `.conflict` (`store.delete-live`), `.io`, `.closed`.
+    public func delete(_ id: String) throws {
+        try checkText(id, "id")
+        _ = try withHandle { store in
+            try id.withCString { cid in try ffiCall { dsh_store_delete(store, cid, $0) } }
+        }
+    }
+
+    /// Installs (or, with `nil`, removes) the store's lifecycle observer.
+    ///
+    /// The handler runs on the thread that made the change, after the
+    /// session's lock is released. It may read sessions (`derive()`,
+    /// `events()`, …); an append to the same session from inside it is refused
+    /// (`append.reentrant`), and it must not close the session or store whose
+    /// call triggered it. The store keeps the handler alive for as long as
+    /// it lives, so capture sessions weakly (`[weak session]`).
+    public func setObserver(_ handler: (@Sendable (StoreNotice) -> Void)?) throws {
+        guard let handler else {
+            _ = try withHandle { store in try ffiCall { dsh_store_set_observer(store, nil, nil, $0) } }
+            return
+        }
+        let box = ObserverBox(handler)
+        observersLock.lock()
+        observers.append(box)
+        observersLock.unlock()
+        _ = try withHandle { store in
+            try ffiCall {
+                dsh_store_set_observer(store, { userData, sessionId, kind, payload in
+                    guard let userData else { return }
+                    let box = Unmanaged<ObserverBox>.fromOpaque(userData).takeUnretainedValue()
+                    box.handler(StoreNotice(
+                        sessionId: sessionId.map { String(cString: $0) } ?? "",
+                        kind: StoreNotice.Kind(rawValue: kind.map { String(cString: $0) } ?? ""),
+                        payloadJSON: payload.map { String(cString: $0) } ?? "null"))
+                }, Unmanaged.passUnretained(box).toOpaque(), $0)
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import DshSession
+import Foundation
+import XCTest
+
+/// SQLite and JSONL stores in a temporary directory: flush, reopen with crash
+/// repair, list, inspect, delete, the single-writer lock.
+final class PersistenceTests: XCTestCase {
+    func testSQLiteFlushReopenWithRepair() throws {
+        let dir = try Fixture.temporaryDirectory(self)
+        let path = dir.appendingPathComponent("sessions.db").path
+
+        do {
+            let store = try Store(.sqlite(path: path))
+            XCTAssertEqual(store.backend, "sqlite")
+            let s = try store.createSession(SessionOptions(id: "demo", cwd: "/home/demo"))
+            try Fixture.turnOne(s)
+            // Turn 2 is left open, as if the agent crashed mid-turn.
+            try s.append("turn/start", data: ["turn": 2])                                        // 14
+            try s.append("user/message", data: Message.user(id: "u2", text: "More?"), intent: .append) // 15
+            try s.flush()
+            XCTAssertEqual(try store.list().map(\.id), ["demo"])
+            // inspect reads the stored log and the closers repair would add, without writing.
+            let inspection = try store.inspect("demo")
+            XCTAssertEqual(inspection.header.cwd, "/home/demo")
+            XCTAssertEqual(inspection.repair.map(\.type), ["turn/end"])
+            XCTAssertEqual(inspection.events.count, 17)
+            XCTAssertFalse(inspection.torn)
+            try s.close()
+            try store.close()
+        }
+
+        // A new store on the same file: opening repairs the interrupted turn
+        // durably (seq 16), then marks the loaded log with session/end-seed (17).
+        let store = try Store(.sqlite(path: path))
+        let s = try store.openSession("demo")
+        XCTAssertEqual(s.header.cwd, "/home/demo")
+        XCTAssertEqual(s.repaired.map(\.type), ["turn/end"])
+        XCTAssertEqual(s.repaired.first?.seq, 16)
+        XCTAssertEqual(s.repaired.first?.data["reason"]?["kind"], "interrupted")
+        XCTAssertEqual(try s.info().length, 18)
+        XCTAssertEqual(try s.events(from: 17).map(\.type), ["session/end-seed"])
+        XCTAssertNil(try s.info().openTurn)
+        XCTAssertEqual(try s.derive().map(\.id), ["u1", "a1", "t1", "a2", "u2"])
+        XCTAssertEqual(try s.requestHeader()["config"]?["provider"], "deepseek")
+
+        // A session open in this store cannot be opened twice or deleted.
+        assertDshError(.conflict, "load.live-prepare") { try store.openSession("demo") }
+        assertDshError(.conflict, "store.delete-live") { try store.delete("demo") }
+        try s.append("turn/start", data: ["turn": 3])
+        try s.flush()
+        try s.close()
+
+        // Reopened again: the first repair was durable, so only turn 3 (seq 18) needs closing.
+        let again = try store.openSession("demo")
+        XCTAssertEqual(again.repaired.map(\.seq), [19])
+        XCTAssertEqual(try again.events(from: 16, to: 17).first?.type, "turn/end")
+        try again.close()
+
+        try store.delete("demo")
+        assertDshError(.notFound, "load.not-found") { try store.openSession("demo") }
+        XCTAssertEqual(try store.list().count, 0)
+        try store.close()
+    }
+
+    func testSecondStoreOnOneFileConflicts() throws {
+        let path = try Fixture.temporaryDirectory(self).appendingPathComponent("locked.db").path
+        let first = try Store(.sqlite(path: path))
+        let error = assertDshError(.conflict, "store.locked") { try Store(.sqlite(path: path)) }
+        XCTAssertNotNil(error)
+        try first.close()
+        // Released: a new store may open it.
+        try Store(.sqlite(path: path)).close()
+    }
+
+    func testJSONLStoreRoundTrip() throws {
+        let dir = try Fixture.temporaryDirectory(self).appendingPathComponent("logs").path
+        do {
+            let store = try Store(.jsonl(directory: dir, batchWindowMs: 0))
+            let s = try store.createSession(id: "j")
+            try Fixture.turnOne(s)
+            try s.flush()
+        }  // deinit closes session and store
+        let store = try Store(.jsonl(directory: dir))
+        let s = try store.openSession("j")
+        XCTAssertEqual(s.repaired, [])
+        XCTAssertEqual(try s.derive().map(\.id), ["u1", "a1", "t1", "a2"])
+    }
+
+    func testBadConfiguration() throws {
+        assertDshError(.invalidJSON, "json.parse") { try Store(configJSON: "{") }
+        let error = assertDshError(.invalidArgument, "config.invalid") {
+            try Store(StoreConfig(backend: .sqlite))
+        }
+        XCTAssertNotNil(error)
+    }
+}
