@@ -179,7 +179,7 @@ impl Event {
             out.push_str(key.name());
             out.push_str("\":");
             match value {
-                ValueOrScalar::Str(s) => Value::String(s.clone()).write_json(out),
+                ValueOrScalar::Str(s) => s.write_json(out),
                 ValueOrScalar::Int(n) => {
                     use std::fmt::Write;
                     let _ = write!(out, "{n}");

@@ -76,7 +76,13 @@ fn candidate(e: &Event) -> Candidate<'_> {
 
 /// Parse JSON text given at the ABI (`json.parse` on failure).
 pub fn parse_input(text: &str, what: &str) -> Result<Value> {
-    json::parse(text)
+    Ok(parse_checked_input(text, what)?.0)
+}
+
+/// [`parse_input`], also saying whether the value is certainly lossless
+/// (no negative-zero or infinite literal was seen while parsing).
+fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool)> {
+    json::parse_checked(text)
         .map_err(|e| Error::invalid_json("json.parse", format!("{what} is not valid JSON: {e}")))
 }
 
@@ -197,10 +203,11 @@ impl Session {
         &self,
         ty: &str,
         data: Value,
+        data_lossless: bool,
         intent: Intent<'_>,
         now: i64,
     ) -> Result<(Event, Plan)> {
-        let (sources, op) = check_input(ty, &data, intent)?;
+        let (sources, op) = check_input(ty, &data, data_lossless, intent)?;
         let event = Event::new(
             JsString::from(ty),
             self.log.len() as u64,
@@ -221,8 +228,14 @@ impl Session {
         intent: Option<&str>,
         now: i64,
     ) -> Result<(Event, Plan)> {
-        let data = parse_input(data, "data")?;
-        self.prepare(ty, data, intent.map_or(Intent::None, Intent::Text), now)
+        let (data, lossless) = parse_checked_input(data, "data")?;
+        self.prepare(
+            ty,
+            data,
+            lossless,
+            intent.map_or(Intent::None, Intent::Text),
+            now,
+        )
     }
 
     /// `append(type, data, intent)` with data and intent as JSON text.
@@ -245,7 +258,7 @@ impl Session {
         intent: Option<Value>,
         now: i64,
     ) -> Result<Arc<Event>> {
-        let (event, plan) = self.prepare(ty, data, Intent::Value(intent), now)?;
+        let (event, plan) = self.prepare(ty, data, false, Intent::Value(intent), now)?;
         Ok(self.commit(event, &plan))
     }
 
@@ -511,9 +524,10 @@ impl Session {
 fn check_input(
     ty: &str,
     data: &Value,
+    data_lossless: bool,
     intent: Intent<'_>,
 ) -> Result<(Option<Value>, Option<Value>)> {
-    if !data.is_lossless() {
+    if !data_lossless && !data.is_lossless() {
         return Err(Error::invalid_json(
             "json.not-lossless",
             format!("event \"{ty}\" carries data that is not JSON-serializable"),
@@ -538,10 +552,13 @@ fn check_input(
         ));
     }
     // The intent is parsed only after the data checks passed.
-    let intent = match intent {
-        Intent::None => None,
-        Intent::Text(t) => Some(parse_input(t, "intent")?),
-        Intent::Value(v) => v,
+    let (intent, intent_lossless) = match intent {
+        Intent::None => (None, true),
+        Intent::Text(t) => {
+            let (v, lossless) = parse_checked_input(t, "intent")?;
+            (Some(v), lossless)
+        }
+        Intent::Value(v) => (v, false),
     };
     let (sources, op) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
         None => (None, None),
@@ -553,8 +570,9 @@ fn check_input(
             ))
         }
     };
-    if !sources.as_ref().is_none_or(Value::is_lossless)
-        || !op.as_ref().is_none_or(Value::is_lossless)
+    if !intent_lossless
+        && (!sources.as_ref().is_none_or(Value::is_lossless)
+            || !op.as_ref().is_none_or(Value::is_lossless))
     {
         return Err(Error::invalid_json(
             "json.surface-metadata-not-lossless",
@@ -568,6 +586,12 @@ fn check_input(
 /// (errors.md §3.1 steps 1–3), for a caller that must refuse the append
 /// anyway: it reports the earlier error when there is one.
 pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
-    let data = parse_input(data, "data")?;
-    check_input(ty, &data, intent.map_or(Intent::None, Intent::Text)).map(|_| ())
+    let (data, lossless) = parse_checked_input(data, "data")?;
+    check_input(
+        ty,
+        &data,
+        lossless,
+        intent.map_or(Intent::None, Intent::Text),
+    )
+    .map(|_| ())
 }

@@ -19,5 +19,5 @@ mod value;
 mod write;
 
 pub use object::is_array_index;
-pub use parse::{parse, parse_bytes, ParseError};
+pub use parse::{parse, parse_bytes, parse_checked, ParseError};
 pub use value::{JsString, Object, Value};

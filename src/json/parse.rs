@@ -18,12 +18,22 @@ pub struct ParseError {
 /// Parses JSON text exactly as JavaScript `JSON.parse` would (numbers to the
 /// nearest double, strings as UTF-16 code units, JavaScript key order).
 pub fn parse(text: &str) -> Result<Value, ParseError> {
-    Parser {
+    parse_checked(text).map(|(v, _)| v)
+}
+
+/// [`parse`], also telling whether the value is certainly lossless: `true`
+/// when no number literal was negative zero or infinite. (`false` only
+/// means "maybe not": a bad number may have been shadowed by a later
+/// duplicate key, so the caller then walks the value.)
+pub fn parse_checked(text: &str) -> Result<(Value, bool), ParseError> {
+    let mut p = Parser {
         text,
         b: text.as_bytes(),
         i: 0,
-    }
-    .run()
+        suspicious: false,
+    };
+    let v = p.run()?;
+    Ok((v, !p.suspicious))
 }
 
 /// [`parse`] for bytes; input that is not UTF-8 is an error.
@@ -47,6 +57,8 @@ struct Parser<'a> {
     text: &'a str,
     b: &'a [u8],
     i: usize,
+    /// A number literal parsed to negative zero or an infinity.
+    suspicious: bool,
 }
 
 fn err<T>(offset: usize, message: impl Into<String>) -> Result<T, ParseError> {
@@ -92,7 +104,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn run(mut self) -> Result<Value, ParseError> {
+    fn run(&mut self) -> Result<Value, ParseError> {
         let mut stack: Vec<Frame> = Vec::new();
         // Children of all open containers, innermost last.
         let mut elems: Vec<Value> = Vec::new();
@@ -252,11 +264,19 @@ impl<'a> Parser<'a> {
                 .iter()
                 .fold(0u64, |m, &d| m * 10 + u64::from(d - b'0'));
             let f = m as f64;
+            if neg && m == 0 {
+                self.suspicious = true;
+            }
             return Ok(if neg { -f } else { f });
         }
         // Correctly rounded; overflows to ±inf and underflows to ±0.
         match self.text[start..i].parse::<f64>() {
-            Ok(f) => Ok(f),
+            Ok(f) => {
+                if !f.is_finite() || (f == 0.0 && f.is_sign_negative()) {
+                    self.suspicious = true;
+                }
+                Ok(f)
+            }
             Err(_) => err(start, "invalid number"),
         }
     }

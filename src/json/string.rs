@@ -242,6 +242,11 @@ impl JsString {
         out
     }
 
+    /// Append the JSON text of this string (`JSON.stringify`) to `out`.
+    pub fn write_json(&self, out: &mut String) {
+        write::write_string(self, out);
+    }
+
     pub(super) fn chunks(&self) -> Chunks<'_> {
         Chunks { rest: &self.0 }
     }

@@ -182,3 +182,22 @@ fn deep_edge_cases() {
         drop(Value::Array(wide));
     });
 }
+
+#[test]
+fn parse_checked_flags_every_literal_that_may_not_be_lossless() {
+    use super::parse_checked;
+    for text in ["-0", "[1,-0.0]", "{\"a\":1e400}", "-1e-400", "[-0e5]"] {
+        let (v, hint) = parse_checked(text).unwrap();
+        assert!(!hint, "{text}");
+        assert!(!v.is_lossless(), "{text}");
+    }
+    for text in ["0", "[1,2.5,-3]", "{\"a\":{\"b\":[1e20,-1e-7]}}", "\"-0\""] {
+        let (v, hint) = parse_checked(text).unwrap();
+        assert!(hint, "{text}");
+        assert!(v.is_lossless(), "{text}");
+    }
+    // A suspicious literal shadowed by a later duplicate: the hint is only
+    // "maybe", and the walk decides.
+    let (v, hint) = parse_checked("{\"a\":-0,\"a\":1}").unwrap();
+    assert!(!hint && v.is_lossless());
+}

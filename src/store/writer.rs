@@ -32,7 +32,7 @@ pub fn lock_backend(b: &SharedBackend) -> MutexGuard<'_, Box<dyn Backend>> {
 
 #[derive(Default)]
 struct Pending {
-    header: Option<Value>,
+    header: Option<Arc<Value>>,
     materialized: bool,
     events: Vec<Arc<Event>>,
     /// The seq the next written event must have.
@@ -112,7 +112,7 @@ impl Writer {
     pub fn track(&self, id: &str, header: &Value, stored: Option<u64>) {
         let mut st = self.shared.lock();
         let p = st.sessions.entry(id.to_string()).or_default();
-        p.header = Some(header.clone());
+        p.header = Some(Arc::new(header.clone()));
         p.materialized = stored.is_some();
         p.next_seq = stored.unwrap_or(0);
     }
