@@ -41,3 +41,6 @@ echo "==> Swift binding (in a cached Debian trixie chroot)"
 echo "==> quickstart"
 ./scripts/quickstart.sh >/dev/null
 echo "quickstart ran"
+
+echo "==> packaging: CMake package, pkg-config, static archive, C suites (reuses the release build)"
+DSH_PACKAGING_CARGO_TARGET_DIR=$PWD/target ./scripts/test-packaging.sh

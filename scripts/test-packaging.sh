@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# The C packaging of dsh-session, end to end (docs/packaging.md):
+#
+#   1. cmake configure + build with DSH_CARGO_BUILD=ON (Ninja when present): the
+#      one cargo build of this script, CARGO_TARGET_DIR inside the build dir;
+#   2. ctest: the C suites (sample, round trip, ABI misuse, own-SQLite host,
+#      shared and static), header hygiene (C99, C11, C++17), the staged
+#      artifacts, and the valgrind runs (label valgrind);
+#   3. cmake --install to a temporary prefix; the installed artifacts: SONAME
+#      links, SONAME (from the header's DSH_ABI_VERSION), .so exports == the
+#      header's functions and nothing else, archive globals only dsh_*;
+#   4. a separate CMake project (tests/packaging/consumer-cmake) with
+#      find_package(dsh_session CONFIG REQUIRED): dsh::session and
+#      dsh::session_static, built and run; the version file accepts and refuses;
+#   5. the prefix is moved and the consumer built and run again (relocatable);
+#   6. pkg-config consumers (dsh-session, --static dsh-session-static) and the
+#      static host that defines sqlite3_open itself, against the moved prefix.
+#
+# Prints one line per check and ends with the plain line "N passed, M failed";
+# exits non-zero when anything failed. Installs missing Debian packages when
+# run as root. Environment:
+#   DSH_PACKAGING_BUILD_DIR   build directory (default build/packaging; reused, cargo is incremental)
+#   DSH_PACKAGING_CARGO_TARGET_DIR  cargo's target dir (default <build dir>/cargo); point it at
+#                             ./target after a `cargo build --release` to reuse that build
+#   DSH_PACKAGING_CLEAN=1     delete that build directory first
+#   DSH_PACKAGING_KEEP=1      keep the temporary prefix and consumer builds
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+t0=$SECONDS
+build=${DSH_PACKAGING_BUILD_DIR:-$root/build/packaging}
+cargo_target=${DSH_PACKAGING_CARGO_TARGET_DIR:-$build/cargo}
+work=$(mktemp -d "${TMPDIR:-/tmp}/dsh-packaging-XXXXXX")
+logs=$work/logs
+mkdir -p "$logs"
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL $1${2:+: $2}"; }
+finish() {
+    echo "packaging: $((SECONDS - t0)) s"
+    if [ "$failed" = 0 ] && [ "${DSH_PACKAGING_KEEP:-0}" != 1 ]; then
+        rm -rf "$work"
+    else
+        echo "# logs and installs kept in $work"
+    fi
+    echo "$passed passed, $failed failed"
+    exit $((failed > 0))
+}
+# step NAME COMMAND...: run quietly into a log; on failure show its end.
+step() {
+    local name=$1 log
+    shift
+    log=$logs/$(tr -c 'A-Za-z0-9_.-' '_' <<<"$name").log
+    if "$@" >"$log" 2>&1; then
+        ok "$name"
+    else
+        fail "$name" "exit $? (log: $log)"
+        tail -n 40 "$log" | sed 's/^/#  /'
+        return 1
+    fi
+}
+# expect NAME CONDITION...: a check without a log.
+expect() {
+    local name=$1
+    shift
+    if "$@"; then ok "$name"; else fail "$name"; fi
+}
+# count_checks NAME LOG: fold the ok/FAIL lines of a sub-check into the totals.
+count_checks() {
+    local line
+    while IFS= read -r line; do
+        case $line in
+            "ok "*) ok "$1: $(sed 's/^ok  *//' <<<"$line")" ;;
+            "FAIL "*) fail "$1: $(sed 's/^FAIL  *//' <<<"$line")" ;;
+            "#"*) echo "$line" ;;
+        esac
+    done <"$2"
+}
+
+# --- 0. tools --------------------------------------------------------------------
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v valgrind >/dev/null || need+=(valgrind)
+command -v cc >/dev/null && command -v c++ >/dev/null || need+=(build-essential)
+for t in readelf nm objcopy ld ar; do command -v $t >/dev/null || { need+=(binutils); break; }; done
+if ((${#need[@]})); then
+    if [ "$(id -u)" = 0 ]; then
+        echo "==> apt-get install ${need[*]}"
+        apt-get update -qq >"$logs/apt.log" 2>&1
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >>"$logs/apt.log" 2>&1 ||
+            { fail "apt-get install ${need[*]}" "see $logs/apt.log"; finish; }
+    else
+        fail "tools" "missing ${need[*]} (run as root, or install them)"
+        finish
+    fi
+fi
+command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || { fail "tools" "Rust (cargo) is required"; finish; }
+
+abi=$(sed -n 's/^#define DSH_ABI_VERSION \([0-9][0-9]*\)$/\1/p' include/dsh_session.h)
+version=$(sed -n 's/^#define DSH_VERSION_STRING "\(.*\)"$/\1/p' include/dsh_session.h)
+major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+echo "# dsh-session $version, ABI $abi (from include/dsh_session.h); build dir $build; temp $work"
+
+# --- 1. configure + build (the one cargo build) --------------------------------------
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+want_gen=${generator[1]:-Unix Makefiles}
+if [ "${DSH_PACKAGING_CLEAN:-0}" = 1 ]; then
+    rm -rf "$build"
+elif [ -f "$build/CMakeCache.txt" ] && ! grep -qx "CMAKE_GENERATOR:INTERNAL=$want_gen" "$build/CMakeCache.txt"; then
+    rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles" # another generator: reconfigure, keep cargo's target dir
+fi
+t=$SECONDS
+step "cmake configure (DSH_CARGO_BUILD=ON, $want_gen)" \
+    cmake -S . -B "$build" "${generator[@]}" -DDSH_CARGO_BUILD=ON "-DDSH_CARGO_TARGET_DIR=$cargo_target" \
+    -DCMAKE_INSTALL_LIBDIR=lib ||
+    finish
+step "cmake --build (cargo build --release --locked, staging, C tests)" cmake --build "$build" || finish
+echo "# configure + build: $((SECONDS - t)) s"
+
+# --- 2. ctest ----------------------------------------------------------------------------
+t=$SECONDS
+nvalgrind=$(ctest --test-dir "$build" -N -L valgrind 2>/dev/null | sed -n 's/^Total Tests: //p')
+expect "valgrind tests registered (label valgrind: ${nvalgrind:-0})" test "${nvalgrind:-0}" -gt 0
+ctest --test-dir "$build" --output-on-failure -j2 >"$logs/ctest.log" 2>&1
+ctest_rc=$?
+before=$failed
+while IFS= read -r line; do
+    if [[ $line =~ Test\ +#[0-9]+:\ ([^ ]+)\ \.+\ *(\*+)?(.*)\ +[0-9.]+\ sec ]]; then
+        name=${BASH_REMATCH[1]}
+        result=${BASH_REMATCH[3]}
+        if [[ $result == Passed* ]]; then ok "ctest $name"; else fail "ctest $name" "$result"; fi
+    fi
+done <"$logs/ctest.log"
+if [ "$ctest_rc" != 0 ]; then
+    [ "$failed" = "$before" ] && fail "ctest" "exit $ctest_rc"
+    grep -v '^ok ' "$logs/ctest.log" | tail -n 80 | sed 's/^/#  /'
+fi
+grep -E '% tests passed' "$logs/ctest.log" | sed 's/^/# ctest: /'
+echo "# ctest: $((SECONDS - t)) s"
+
+# --- 3. install + installed artifacts -------------------------------------------------------
+prefix=$work/prefix
+step "cmake --install to a temporary prefix" cmake --install "$build" --prefix "$prefix" || finish
+lib=$prefix/lib
+for f in include/dsh_session.h lib/libdsh_session.a lib/pkgconfig/dsh-session.pc \
+    lib/pkgconfig/dsh-session-static.pc lib/cmake/dsh_session/dsh_sessionConfig.cmake \
+    lib/cmake/dsh_session/dsh_sessionConfigVersion.cmake; do
+    expect "installed $f" test -f "$prefix/$f"
+done
+expect "installed header == include/dsh_session.h" cmp -s include/dsh_session.h "$prefix/include/dsh_session.h"
+bash tests/packaging/check-artifacts.sh "$lib" "$prefix/include/dsh_session.h" >"$logs/artifacts.log" 2>&1
+count_checks "installed" "$logs/artifacts.log"
+echo "# readelf -d $lib/libdsh_session.so: $(readelf -d "$lib/libdsh_session.so" | grep SONAME | sed 's/  */ /g')"
+echo "# nm -D --defined-only: $(nm -D --defined-only "$lib/libdsh_session.so" | wc -l) symbols, $(nm -D --defined-only "$lib/libdsh_session.so" | grep -vc ' dsh_') not dsh_*"
+echo "# nm -g --defined-only libdsh_session.a: $(nm -g --defined-only "$lib/libdsh_session.a" 2>/dev/null | grep -c ' dsh_') dsh_* globals, $(nm -g --defined-only "$lib/libdsh_session.a" 2>/dev/null | awk 'NF>=3' | grep -vc ' dsh_') others"
+
+# --- 4. the CMake consumer --------------------------------------------------------------------
+consumer() { # consumer TAG PREFIX: configure, build and run tests/packaging/consumer-cmake
+    local tag=$1 pfx=$2 dir=$work/consumer-$1
+    step "consumer-cmake ($tag): find_package(dsh_session $major.$minor CONFIG REQUIRED) + build" \
+        bash -c "cmake -S tests/packaging/consumer-cmake -B '$dir' ${generator[*]} -DCMAKE_PREFIX_PATH='$pfx' \
+                 -DDSH_SESSION_VERSION=$major.$minor && cmake --build '$dir'" || return 1
+    step "consumer-cmake ($tag): run consumer_shared (dsh::session)" "$dir/consumer_shared"
+    step "consumer-cmake ($tag): run consumer_static (dsh::session_static)" "$dir/consumer_static"
+    local needed
+    needed=$(readelf -d "$dir/consumer_shared" | sed -n 's/.*(NEEDED).*\[\(libdsh_session[^]]*\)\]/\1/p')
+    expect "consumer-cmake ($tag): consumer_shared NEEDs $needed (the SONAME, no path)" \
+        test "$needed" = "libdsh_session.so.$abi"
+    expect "consumer-cmake ($tag): consumer_static needs no libdsh_session.so" \
+        bash -c "! readelf -d '$dir/consumer_static' | grep -q 'NEEDED.*libdsh_session'"
+}
+t=$SECONDS
+consumer installed "$prefix"
+# The version file: SameMinorVersion while 0.x (SameMajorVersion after 1.0).
+if [ "$major" = 0 ]; then refuse=$major.$((minor + 1)); else refuse=$((major + 1)).0; fi
+expect "dsh_sessionConfigVersion.cmake refuses a request for $refuse" \
+    bash -c "! cmake -S tests/packaging/consumer-cmake -B '$work/consumer-refuse' ${generator[*]} \
+             -DCMAKE_PREFIX_PATH='$prefix' -DDSH_SESSION_VERSION=$refuse >'$logs/refuse.log' 2>&1"
+
+# --- 5. move the prefix: relocatable ------------------------------------------------------------
+moved=$work/moved/elsewhere
+mkdir -p "$work/moved"
+step "move the prefix to $moved" mv "$prefix" "$moved"
+leaks=$(grep -rIl -- "$prefix" "$moved" 2>/dev/null)
+expect "no installed text file names the old prefix" test -z "$leaks"
+consumer moved "$moved"
+echo "# consumer builds: $((SECONDS - t)) s"
+
+# --- 6. pkg-config consumers (moved prefix) ---------------------------------------------------
+export PKG_CONFIG_PATH=$moved/lib/pkgconfig
+main=tests/packaging/consumer-cmake/main.c
+expect "pkg-config --modversion dsh-session = $version" test "$(pkg-config --modversion dsh-session)" = "$version"
+expect "pkg-config --modversion dsh-session-static = $version" \
+    test "$(pkg-config --modversion dsh-session-static)" = "$version"
+echo "# pkg-config --cflags --libs dsh-session: $(pkg-config --cflags --libs dsh-session)"
+echo "# pkg-config --static --cflags --libs dsh-session-static: $(pkg-config --static --cflags --libs dsh-session-static)"
+pc_shared=$work/pc_shared
+pc_static=$work/pc_static
+step "cc \$(pkg-config --cflags --libs dsh-session)" bash -c \
+    "cc -std=c99 -Wall -Wextra -Werror $main \$(pkg-config --cflags --libs dsh-session) \
+     -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $pc_shared" &&
+    step "run the pkg-config shared consumer" "$pc_shared"
+step "cc \$(pkg-config --static --cflags --libs dsh-session-static)" bash -c \
+    "cc -std=c99 -Wall -Wextra -Werror $main \$(pkg-config --static --cflags --libs dsh-session-static) -o $pc_static" &&
+    step "run the pkg-config static consumer" "$pc_static"
+step "cc bindings/c/sample.c \$(pkg-config ... dsh-session) and run it" bash -c \
+    "cc -std=c99 -Wall -Wextra -Werror bindings/c/sample.c \$(pkg-config --cflags --libs dsh-session) \
+     -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/sample && $work/sample"
+
+# The host that defines sqlite3_open itself, statically linked.
+host=bindings/c/tests/host_sqlite.c
+step "static link of a host defining sqlite3_open (installed archive)" bash -c \
+    "cc -std=c99 -Wall -Wextra -Werror $host \$(pkg-config --static --cflags --libs dsh-session-static) -o $work/host_sqlite" &&
+    step "run the host defining sqlite3_open" "$work/host_sqlite"
+# ... and why the archive is post-processed: cargo's own archive cannot link it.
+raw=$cargo_target/release/libdsh_session.a
+if [ -f "$raw" ]; then
+    cc -std=c99 -Iinclude "$host" "$raw" -lpthread -ldl -lm -o "$work/host_sqlite_raw" >"$logs/raw.log" 2>&1
+    raw_rc=$?
+    expect "the same host against cargo's unprocessed archive fails: multiple definition of sqlite3_open" \
+        bash -c "[ $raw_rc != 0 ] && grep -q 'multiple definition of .sqlite3_open' '$logs/raw.log'"
+fi
+
+finish
