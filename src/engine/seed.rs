@@ -51,7 +51,7 @@ pub fn admit_value(value: Value, index: usize, mode: SeedMode) -> Result<Event> 
     }
     let event = Event::from_envelope(value, &format!("seed event at index {index}"))
         .map_err(|e| e.at_index(index))?;
-    check_admitted(&event, index)?;
+    check_admitted(&event, index, true)?;
     Ok(event)
 }
 
@@ -70,16 +70,17 @@ pub fn admit_event(event: &Event, index: usize, mode: SeedMode) -> Result<()> {
     if event.ty == REQUEST_HEADER_DELTA {
         return Err(legacy_delta(index));
     }
-    check_admitted(event, index)
+    // A restored log had its messages checked when it was adopted.
+    check_admitted(event, index, mode == SeedMode::Snapshot)
 }
 
 /// Per-type shape, `header.legacy-fallback` and contiguity of seed event `index`.
-fn check_admitted(event: &Event, index: usize) -> Result<()> {
+fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
     let subject = || format!("seed {} at index {index}", event.ty.to_string_lossy());
     if event.ty == REQUEST_HEADER {
         check_request_header(&event.data, index)?;
-    } else {
-        check_event_message(event, &subject()).map_err(|e| e.at_index(index))?;
+    } else if messages {
+        check_event_message(event, &subject).map_err(|e| e.at_index(index))?;
     }
     let fallback = event.ty == REQUEST_HEADER
         && event
@@ -110,14 +111,13 @@ fn check_admitted(event: &Event, index: usize) -> Result<()> {
 
 /// The `msg.*` rules for one event of a stored log (`adoptSessionEvent`);
 /// other types pass. `subject` names the event in messages.
-pub fn check_event_message(event: &Event, subject: &str) -> Result<()> {
-    let subject = || subject.to_string();
+pub fn check_event_message(event: &Event, subject: &dyn Fn() -> String) -> Result<()> {
     if event.ty == USER_MESSAGE {
-        check_message(Some(&event.data), MessageKind::User, &subject)
+        check_message(Some(&event.data), MessageKind::User, subject)
     } else if event.ty == ASSISTANT_MESSAGE {
-        check_message(message_of(&event.data), MessageKind::Assistant, &subject)
+        check_message(message_of(&event.data), MessageKind::Assistant, subject)
     } else if event.ty == TOOL_RESULT {
-        check_message(message_of(&event.data), MessageKind::ToolResult, &subject)
+        check_message(message_of(&event.data), MessageKind::ToolResult, subject)
     } else {
         Ok(())
     }

@@ -271,10 +271,10 @@ impl Store {
                 format!("cannot open session \"{id}\" while it is open"),
             ));
         }
-        let loaded = lock_backend(&self.backend)
+        let mut loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
-        let restored = restore(id, &loaded)?;
+        let restored = restore_taking(id, &mut loaded)?;
         let session = restored.session;
         // Everything after the stored prefix (recovered torn events, closers,
         // the end-seed marker) is written before the handle is returned.
@@ -298,13 +298,13 @@ impl Store {
         if self.lock().live.contains(id) {
             self.writer.flush(id)?;
         }
-        let loaded = lock_backend(&self.backend)
+        let mut loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
-        let restored = restore(id, &loaded)?;
+        let restored = restore_taking(id, &mut loaded)?;
         // The stored events and the closers, without the end-seed marker the
         // constructor may have added.
-        let events = &restored.session.events()[..loaded.events.len() + restored.closers.len()];
+        let events = &restored.session.events()[..restored.stored + restored.closers.len()];
         let mut out = String::from("{\"header\":");
         out.push_str(&loaded.header.to_json());
         out.push_str(",\"revision\":");
@@ -365,10 +365,23 @@ pub struct Restored {
     pub closers: Vec<Arc<Event>>,
     /// How many leading events are durable as stored (before the torn part).
     pub durable: usize,
+    /// How many events were read from storage (before the closers).
+    pub stored: usize,
 }
 
 /// The cold read pipeline (persistence.md §4.1) over a backend's read.
 pub fn restore(id: &str, loaded: &Loaded) -> Result<Restored> {
+    restore_events(id, loaded, loaded.events.clone())
+}
+
+/// [`restore`] that takes the events out of `loaded` instead of copying
+/// them (the open path: a session's whole log is not held twice).
+pub fn restore_taking(id: &str, loaded: &mut Loaded) -> Result<Restored> {
+    let events = std::mem::take(&mut loaded.events);
+    restore_events(id, loaded, events)
+}
+
+fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Value>) -> Result<Restored> {
     let header = &loaded.header;
     let stored_id = header
         .as_object()
@@ -419,17 +432,20 @@ pub fn restore(id: &str, loaded: &Loaded) -> Result<Restored> {
             )
         }
     };
-    upgrade::refuse_retired(id, &loaded.events).map_err(wrap)?;
-    let values = upgrade::upgrade(id, loaded.events.clone()).map_err(wrap)?;
+    upgrade::refuse_retired(id, &stored).map_err(wrap)?;
+    let values = upgrade::upgrade(id, stored).map_err(wrap)?;
     let mut events = Vec::with_capacity(values.len());
     for (i, v) in values.into_iter().enumerate() {
-        let e = Event::from_envelope(v, &format!("session event at seq {i}")).map_err(wrap)?;
-        seed::check_event_message(&e, &format!("session event at seq {i}")).map_err(wrap)?;
+        let subject = || format!("session event at seq {i}");
+        let e = Event::from_envelope(v, "stored event")
+            .map_err(|e| wrap(e.prefixed(&format!("{}: ", subject()))))?;
+        seed::check_event_message(&e, &subject).map_err(wrap)?;
         events.push(e);
     }
     upgrade::check_known_types(id, &events)?;
     let closers: Vec<Arc<Event>> = repair::closers(&events).into_iter().map(Arc::new).collect();
-    let durable = events.len() - loaded.torn.as_ref().map_or(0, |t| t.recovered);
+    let stored = events.len();
+    let durable = stored - loaded.torn.as_ref().map_or(0, |t| t.recovered);
     let mut all: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
     all.extend(closers.iter().cloned());
     let session = Session::from_seed(
@@ -446,5 +462,6 @@ pub fn restore(id: &str, loaded: &Loaded) -> Result<Restored> {
         session,
         closers,
         durable,
+        stored,
     })
 }

@@ -323,7 +323,7 @@ fn check_events(id: &str, loaded: &Loaded) -> Vec<Problem> {
         match Event::from_envelope(v.clone(), &what) {
             Err(e) => found(e, seq),
             Ok(event) => {
-                if let Err(e) = seed::check_event_message(&event, &what) {
+                if let Err(e) = seed::check_event_message(&event, &|| what.clone()) {
                     found(e, seq);
                 }
                 if let Err(e) = upgrade::check_known_types(id, std::slice::from_ref(&event)) {
