@@ -1,5 +1,7 @@
 //! The event envelope (events.md §3) and its canonical serialization.
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
 use crate::error::{Error, Result};
 use crate::json::{JsString, Object, Value};
 
@@ -108,7 +110,7 @@ pub const CLOSER_ORDER: [EnvKey; 7] = [
 ];
 
 /// One committed (immutable) event.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Event {
     /// `type`.
     pub ty: JsString,
@@ -126,9 +128,62 @@ pub struct Event {
     pub ignorable: bool,
     /// The order of the envelope keys when serialized.
     order: [EnvKey; 7],
+    /// Seed checks this event is known to pass ([`Checked`] bits), so a
+    /// fork does not repeat them on a shared event.
+    checked: AtomicU8,
+}
+
+/// Bits of [`Event::checked`].
+pub struct Checked;
+
+impl Checked {
+    /// Every value in the event is lossless JSON.
+    pub const LOSSLESS: u8 = 1;
+    /// The seed's per-type shape checks (`msg.*`, request header) pass.
+    pub const SHAPE: u8 = 2;
+}
+
+impl Clone for Event {
+    fn clone(&self) -> Event {
+        Event {
+            ty: self.ty.clone(),
+            seq: self.seq,
+            time: self.time,
+            data: self.data.clone(),
+            sources: self.sources.clone(),
+            op: self.op.clone(),
+            ignorable: self.ignorable,
+            order: self.order,
+            checked: AtomicU8::new(self.checked.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl PartialEq for Event {
+    /// Events are equal when their envelope and values are (key order and
+    /// check bits aside).
+    fn eq(&self, other: &Event) -> bool {
+        self.ty == other.ty
+            && self.seq == other.seq
+            && self.time == other.time
+            && self.data == other.data
+            && self.sources == other.sources
+            && self.op == other.op
+            && self.ignorable == other.ignorable
+    }
 }
 
 impl Event {
+    /// Whether the seed checks in `bits` are known to pass.
+    pub fn is_checked(&self, bits: u8) -> bool {
+        self.checked.load(Ordering::Relaxed) & bits == bits
+    }
+
+    /// Record that the seed checks in `bits` pass.
+    pub fn mark_checked(&self, bits: u8) {
+        self.checked.fetch_or(bits, Ordering::Relaxed);
+    }
+
     /// A new event whose keys serialize in `order` (absent keys are skipped).
     pub fn new(
         ty: JsString,
@@ -148,6 +203,7 @@ impl Event {
             op,
             ignorable: false,
             order,
+            checked: AtomicU8::new(0),
         }
     }
 
@@ -263,6 +319,7 @@ impl Event {
             op,
             ignorable,
             order,
+            checked: AtomicU8::new(0),
         })
     }
 

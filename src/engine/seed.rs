@@ -1,7 +1,8 @@
 //! Seed admission (errors.md §3.2) and session header validation (§4.5).
 
 use super::event::{
-    Event, ASSISTANT_MESSAGE, REQUEST_HEADER, REQUEST_HEADER_DELTA, TOOL_RESULT, USER_MESSAGE,
+    Checked, Event, ASSISTANT_MESSAGE, REQUEST_HEADER, REQUEST_HEADER_DELTA, TOOL_RESULT,
+    USER_MESSAGE,
 };
 use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
@@ -49,9 +50,18 @@ pub fn admit_value(value: Value, index: usize, mode: SeedMode) -> Result<Event> 
     if is_delta {
         return Err(legacy_delta(index));
     }
-    let event = Event::from_envelope(value, &format!("seed event at index {index}"))
-        .map_err(|e| e.at_index(index))?;
+    // The subject names the index only when there is an error to report.
+    let event = Event::from_envelope(value, "seed event").map_err(|mut e| {
+        e.message = format!(
+            "seed event at index {index}{}",
+            &e.message["seed event".len()..]
+        );
+        e.at_index(index)
+    })?;
     check_admitted(&event, index, true)?;
+    if mode == SeedMode::Snapshot {
+        event.mark_checked(Checked::LOSSLESS);
+    }
     Ok(event)
 }
 
@@ -59,13 +69,14 @@ pub fn admit_value(value: Value, index: usize, mode: SeedMode) -> Result<Event> 
 /// prefix): lossless walk of its values (snapshot mode), `header.legacy`,
 /// then [`check_admitted`].
 pub fn admit_event(event: &Event, index: usize, mode: SeedMode) -> Result<()> {
-    if mode == SeedMode::Snapshot {
+    if mode == SeedMode::Snapshot && !event.is_checked(Checked::LOSSLESS) {
         let lossless = event.data.is_lossless()
             && event.sources.as_ref().is_none_or(Value::is_lossless)
             && event.op.as_ref().is_none_or(Value::is_lossless);
         if !lossless {
             return Err(not_lossless(index));
         }
+        event.mark_checked(Checked::LOSSLESS);
     }
     if event.ty == REQUEST_HEADER_DELTA {
         return Err(legacy_delta(index));
@@ -77,10 +88,16 @@ pub fn admit_event(event: &Event, index: usize, mode: SeedMode) -> Result<()> {
 /// Per-type shape, `header.legacy-fallback` and contiguity of seed event `index`.
 fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
     let subject = || format!("seed {} at index {index}", event.ty.to_string_lossy());
-    if event.ty == REQUEST_HEADER {
-        check_request_header(&event.data, index)?;
-    } else if messages {
-        check_event_message(event, &subject).map_err(|e| e.at_index(index))?;
+    // A shared event (a fork's prefix) that passed these checks once passes
+    // them again: they depend on the event alone.
+    if !event.is_checked(Checked::SHAPE) {
+        if event.ty == REQUEST_HEADER {
+            check_request_header(&event.data, index)?;
+        } else if messages {
+            check_event_message(event, &subject).map_err(|e| e.at_index(index))?;
+        }
+        // (Without `messages` the caller checked them: a restored log.)
+        event.mark_checked(Checked::SHAPE);
     }
     let fallback = event.ty == REQUEST_HEADER
         && event

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::derive::DeriveCache;
 use super::event::{
-    Event, APPEND_ORDER, END_SEED, REQUEST_HEADER, REQUEST_HEADER_DELTA, TURN_END, TURN_START,
+    Checked, Event, APPEND_ORDER, END_SEED, REQUEST_HEADER, REQUEST_HEADER_DELTA, TURN_END,
+    TURN_START,
 };
 use super::request::RequestFolds;
 use super::seed::{self, SeedMode};
@@ -217,6 +218,8 @@ impl Session {
             op,
             APPEND_ORDER,
         );
+        // check_input proved data and surface metadata lossless.
+        event.mark_checked(Checked::LOSSLESS);
         let plan = self.plan(&event)?;
         Ok((event, plan))
     }
