@@ -1,0 +1,167 @@
+//! The disk-store figures: flush latency against an interleaved fsync,
+//! and write-behind throughput against baselines (b) and (c).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+use crate::abi::{Buf, Store};
+use crate::baselines::Baselines;
+use crate::report::{fmt_n, row, Report};
+use crate::util::{dir_size, median, percentile};
+use crate::Ctx;
+
+/// Flush latency of the jsonl and sqlite backends: append one event, then
+/// time `dsh_session_flush`, each followed by a small write + fsync.
+pub fn flush(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
+    let Ctx { stream, tmp, .. } = *cx;
+    for backend in ["jsonl", "sqlite"] {
+        eprintln!("flush latency ({backend}) ...");
+        let path = tmp.0.join(format!("flush-{backend}"));
+        let path = if backend == "sqlite" {
+            path.with_extension("db")
+        } else {
+            path
+        };
+        let config = json!({ "backend": backend, "path": path.to_str().unwrap() }).to_string();
+        let store = Store::open(&config);
+        let s = store.create("bench-flush");
+        let mut out = Buf::new();
+        for ev in &stream.events[..200] {
+            s.append(ev, &mut out);
+        }
+        s.flush();
+        // Each flush is followed by the baseline: a small write + fsync
+        // of a file next to the store, so both see the same disk load.
+        let mut raw = std::fs::File::create(tmp.0.join(format!("fsync-{backend}.bin"))).unwrap();
+        let mut times = Vec::new();
+        let mut fsyncs = Vec::new();
+        for ev in &stream.events[200..260] {
+            s.append(ev, &mut out);
+            let t = Instant::now();
+            s.flush();
+            times.push(t.elapsed().as_secs_f64());
+            raw.write_all(ev.data.to_bytes().get(..200).unwrap_or(b"{}"))
+                .unwrap();
+            let t = Instant::now();
+            raw.sync_all().unwrap();
+            fsyncs.push(t.elapsed().as_secs_f64());
+        }
+        let p50 = median(&mut times);
+        let f50 = median(&mut fsyncs);
+        extra.insert(
+            format!("flush_{backend}"),
+            json!({"p50": p50, "p90": percentile(&mut times, 0.9), "fsyncP50": f50}),
+        );
+        rep.push(
+            row(format!("flush latency p50, {backend}"), "wall", p50, "s")
+                .base(f50, "one fsync, interleaved")
+                .target("≤ fsync + 0.5 ms", p50 <= f50 + 0.5e-3)
+                .note(format!(
+                    "append 1 event then dsh_session_flush, 60 times (batchWindowMs 25); p90 {:.2} ms",
+                    percentile(&mut times, 0.9) * 1e3
+                )),
+        );
+        s.close();
+        store.close();
+    }
+}
+
+/// Write-behind throughput of the jsonl and sqlite backends at each size;
+/// returns the stores written, `(backend, config, path)`, for the open figures.
+pub fn write_behind(
+    cx: &Ctx,
+    base: &Baselines,
+    rep: &mut Report,
+    extra: &mut Map<String, Value>,
+) -> Vec<(&'static str, String, PathBuf)> {
+    let Ctx {
+        stream,
+        sizes,
+        big,
+        tmp,
+        ..
+    } = *cx;
+    let (fsync_s, sqlite_s, append_file_s) = (base.fsync_s, base.sqlite_s, base.append_file_s);
+    let mut stored: Vec<(&'static str, String, PathBuf)> = Vec::new();
+    for backend in ["jsonl", "sqlite"] {
+        let path = tmp.0.join(format!("store-{backend}"));
+        let path = if backend == "sqlite" {
+            path.with_extension("db")
+        } else {
+            path
+        };
+        let config = json!({ "backend": backend, "path": path.to_str().unwrap() }).to_string();
+        let store = Store::open(&config);
+        for &n in sizes {
+            eprintln!("write-behind {backend} {} ...", fmt_n(n));
+            let id = format!("s{n}");
+            let s = store.create(&id);
+            let mut out = Buf::new();
+            let mut lat = Vec::with_capacity(n);
+            let t = Instant::now();
+            for ev in &stream.events[..n] {
+                let a = Instant::now();
+                s.append(ev, &mut out);
+                lat.push(a.elapsed().as_secs_f64());
+            }
+            let appended = t.elapsed().as_secs_f64();
+            s.flush();
+            let total = t.elapsed().as_secs_f64();
+            s.close();
+            let rate = n as f64 / total;
+            let max = lat.iter().cloned().fold(0.0, f64::max);
+            let p99 = percentile(&mut lat, 0.99);
+            let p999 = percentile(&mut lat, 0.999);
+            let p50 = percentile(&mut lat, 0.5);
+            extra.insert(
+                format!("writebehind_{backend}_{n}"),
+                json!({"events": n, "appendSeconds": appended, "totalSeconds": total,
+                       "appendP50": p50, "appendP99": p99, "appendP999": p999, "appendMax": max}),
+            );
+            if n == big {
+                let (base_s, label, target) = if backend == "jsonl" {
+                    (append_file_s, "buffered append+fsync", 250_000.0)
+                } else {
+                    (sqlite_s, "rusqlite 1 tx", 100_000.0)
+                };
+                rep.push(
+                    row(
+                        format!("write-behind {backend}, {} + flush", fmt_n(n)),
+                        "wall",
+                        rate,
+                        "ev/s",
+                    )
+                    .base(big as f64 / base_s, label)
+                    .target(format!("≥ {}k ev/s", target as u64 / 1000), rate >= target)
+                    .note(format!(
+                        "batchWindowMs 25; appends {appended:.3} s, final flush {:.3} s",
+                        total - appended
+                    )),
+                );
+                rep.push(
+                    row(
+                        format!("  max single append ({backend}, {})", fmt_n(n)),
+                        "wall",
+                        max,
+                        "s",
+                    )
+                    .base(fsync_s, "one fsync")
+                    .target("< one fsync", max < fsync_s)
+                    .note(format!(
+                        "p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs",
+                        p50 * 1e6,
+                        p99 * 1e6,
+                        p999 * 1e6
+                    )),
+                );
+            }
+        }
+        store.close();
+        extra.insert(format!("storeBytes_{backend}"), json!(dir_size(&path)));
+        stored.push((backend, config, path));
+    }
+    stored
+}
