@@ -12,17 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-missing=()
-command -v cc >/dev/null || missing+=(build-essential)
-command -v pkg-config >/dev/null || missing+=(pkg-config)
-command -v readelf >/dev/null || missing+=(binutils)
-if ((${#missing[@]})); then
-    echo "==> installing ${missing[*]}"
-    sudo_cmd=()
-    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
-fi
+. scripts/lib.sh
+ensure_commands cc:build-essential pkg-config:pkg-config readelf:binutils
 command -v go >/dev/null || { echo "the Go binding needs Go (go): https://go.dev/dl" >&2; exit 1; }
 
 if [ -n "${DSH_PREFIX:-}" ]; then

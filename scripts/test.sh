@@ -5,18 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-command -v cc >/dev/null || missing+=(build-essential)
-command -v valgrind >/dev/null || missing+=(valgrind)
-command -v pkg-config >/dev/null || missing+=(pkg-config)
-command -v readelf >/dev/null || missing+=(binutils)
-if ((${#missing[@]})); then
-    echo "==> installing ${missing[*]}"
-    sudo_cmd=()
-    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
-fi
+. scripts/lib.sh
+ensure_commands cc:build-essential valgrind:valgrind pkg-config:pkg-config readelf:binutils
 command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
