@@ -133,7 +133,7 @@ pub struct Event {
     checked: AtomicU8,
 }
 
-/// Bits of [`Event::checked`].
+/// Bits of the seed checks an event is known to pass (see [`Event::is_checked`]).
 pub struct Checked;
 
 impl Checked {

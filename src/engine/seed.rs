@@ -38,7 +38,7 @@ fn legacy_delta(index: usize) -> Error {
 }
 
 /// Admit element `index` of a seed given as JSON: lossless walk (snapshot
-/// mode), `header.legacy`, envelope, then [`check_admitted`].
+/// mode), `header.legacy`, envelope, then the per-type shape, fallback and contiguity checks.
 pub fn admit_value(value: Value, index: usize, mode: SeedMode) -> Result<Event> {
     if mode == SeedMode::Snapshot && !value.is_lossless() {
         return Err(not_lossless(index));
@@ -67,7 +67,7 @@ pub fn admit_value(value: Value, index: usize, mode: SeedMode) -> Result<Event> 
 
 /// Admit an event that already passed the envelope (a fork's inherited
 /// prefix): lossless walk of its values (snapshot mode), `header.legacy`,
-/// then [`check_admitted`].
+/// then the per-type shape, fallback and contiguity checks.
 pub fn admit_event(event: &Event, index: usize, mode: SeedMode) -> Result<()> {
     if mode == SeedMode::Snapshot && !event.is_checked(Checked::LOSSLESS) {
         let lossless = event.data.is_lossless()

@@ -1,10 +1,10 @@
 //! The SQLite backend, schema 17 (persistence.md §7): one database file
 //! holding every session, one row per event or per packed chunk run.
 //!
-//! * [`file`]: path rules, exclusive creation, the single-writer `flock`;
-//! * [`schema`]: the exact DDL, open-time checks, re-validation per write;
-//! * [`sessions`]: the `sessions` table (header columns, revision);
-//! * [`rows`]: the `events` rows (encoding, decoding, physical scan).
+//! * `file`: path rules, exclusive creation, the single-writer `flock`;
+//! * `schema`: the exact DDL, open-time checks, re-validation per write;
+//! * `sessions`: the `sessions` table (header columns, revision);
+//! * `rows`: the `events` rows (encoding, decoding, physical scan).
 //!
 //! Revision strings are `file:<dev>:<ino>:<birthtimeNs>:store:<store_id>:
 //! incarnation:<uuid>:revision:<n>` (`memory:store:<store_id>:…` for
