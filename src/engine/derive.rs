@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use super::event::{Event, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE};
-use super::surface::Surface;
+use super::surface::{self, Markers, Surface};
+use crate::error::Result;
 use crate::json::{JsString, Value};
 
 /// `deriveEventMessage`: the message one surface event contributes, if any.
@@ -27,6 +28,25 @@ pub fn event_message<'a>(ty: &JsString, data: &'a Value) -> Option<&'a Value> {
         return None;
     };
     (!message.is_null()).then_some(message)
+}
+
+/// [`event_message`] of an event given as a JSON object (any shape: a
+/// value without a string `type` or without `data` projects to nothing).
+pub fn value_message(event: &Value) -> Option<&Value> {
+    let c = surface::candidate_of(event);
+    event_message(c.ty?, c.data?)
+}
+
+/// The derived messages of a complete log given as JSON (derive.md §3.1):
+/// its pure surface fold, projected. Fails like the fold.
+pub fn derive_log(log: &[Value]) -> Result<Vec<&Value>> {
+    let fold = surface::fold(log, Markers::Required)?;
+    Ok(fold
+        .surface
+        .nodes()
+        .iter()
+        .filter_map(|&seq| value_message(&log[seq as usize]))
+        .collect())
 }
 
 /// The projected messages of the surface, kept incrementally: while the

@@ -358,6 +358,34 @@ fn invalid_envelope(what: &str) -> Error {
     )
 }
 
+/// Envelope-check a complete log given as JSON values, for the pure
+/// functions that need typed events: every element must pass the envelope
+/// rules and carry `seq` equal to its index (`seq.gap`). Errors carry the
+/// index.
+pub fn typed_log(values: Vec<Value>) -> Result<Vec<Event>> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let e = Event::from_envelope(v, "event").map_err(|mut e| {
+                e.message = format!("event at index {i}{}", &e.message["event".len()..]);
+                e.at_index(i)
+            })?;
+            if e.seq != i as u64 {
+                return Err(Error::rejected(
+                    "seq.gap",
+                    format!(
+                        "session event seq {} is not contiguous; expected {i}",
+                        e.seq
+                    ),
+                )
+                .at_index(i));
+            }
+            Ok(e)
+        })
+        .collect()
+}
+
 /// Serialize a list of events as a JSON array.
 pub fn events_to_json<'a>(events: impl IntoIterator<Item = &'a Event>) -> String {
     let mut out = String::from("[");

@@ -3,10 +3,10 @@
 use std::ffi::c_char;
 
 use super::{arg_str, dsh_buf, dsh_status, guard};
-use crate::engine::derive::event_message;
-use crate::engine::event::events_to_json;
+use crate::engine::derive::{derive_log, value_message};
+use crate::engine::event::{events_to_json, typed_log};
+use crate::engine::repair;
 use crate::engine::surface::{self, Markers};
-use crate::engine::{repair, Event};
 use crate::error::{Error, Result};
 use crate::json::{self, Value};
 
@@ -22,29 +22,6 @@ fn parse_log(text: &str) -> Result<Vec<Value>> {
                 "events_json must be a JSON array of events",
             )
         })
-}
-
-/// Envelope-check a log for the folds that need typed events.
-fn typed_log(values: Vec<Value>) -> Result<Vec<Event>> {
-    values
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let e = Event::from_envelope(v, &format!("event at index {i}"))
-                .map_err(|e| e.at_index(i))?;
-            if e.seq != i as u64 {
-                return Err(Error::rejected(
-                    "seq.gap",
-                    format!(
-                        "session event seq {} is not contiguous; expected {i}",
-                        e.seq
-                    ),
-                )
-                .at_index(i));
-            }
-            Ok(e)
-        })
-        .collect()
 }
 
 /// The pure full fold of a complete log (surface.md §7):
@@ -83,17 +60,15 @@ pub unsafe extern "C" fn dsh_derive_messages(
         // SAFETY: forwarded caller contract.
         let text = unsafe { arg_str(events_json, "events_json")? };
         let log = parse_log(text)?;
-        let fold = surface::fold(&log, Markers::Required)?;
-        let mut messages = Vec::new();
-        for &seq in fold.surface.nodes() {
-            let c = surface::candidate_of(&log[seq as usize]);
-            if let (Some(ty), Some(data)) = (c.ty, c.data) {
-                if let Some(m) = event_message(ty, data) {
-                    messages.push(m.clone());
-                }
+        let mut out = String::from("[");
+        for (i, m) in derive_log(&log)?.into_iter().enumerate() {
+            if i > 0 {
+                out.push(',');
             }
+            m.write_json(&mut out);
         }
-        Ok(Value::Array(messages).to_json())
+        out.push(']');
+        Ok(out)
     })
 }
 
@@ -136,11 +111,6 @@ pub unsafe extern "C" fn dsh_derive_event_message(
         let v = json::parse(text).map_err(|e| {
             Error::invalid_json("json.parse", format!("event_json is not valid JSON: {e}"))
         })?;
-        let c = surface::candidate_of(&v);
-        let message = match (c.ty, c.data) {
-            (Some(ty), Some(data)) => event_message(ty, data),
-            _ => None,
-        };
-        Ok(message.map_or_else(|| "null".to_string(), Value::to_json))
+        Ok(value_message(&v).map_or_else(|| "null".to_string(), Value::to_json))
     })
 }

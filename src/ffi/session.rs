@@ -6,8 +6,9 @@ use super::handles;
 use super::{arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, null_arg, opt_str};
 use crate::engine::event::events_to_json;
 use crate::engine::surface::write_seqs;
-use crate::error::{Error, Result};
-use crate::json::{self, Value};
+use crate::error::Result;
+use crate::json::Value;
+use crate::store::ForkOptions;
 
 /// Write a new session handle to `*session` (NULL on failure).
 ///
@@ -130,59 +131,12 @@ pub unsafe extern "C" fn dsh_session_fork(
         hand_out(child, out, || {
             let s = handles::session(source)?;
             let options = opt_str(options_json, "options_json")?;
-            let (child_id, option_boundary) = fork_options(options)?;
-            let boundary = match (option_boundary, boundary) {
-                (Some(b), -1) => Some(b),
-                (Some(_), _) => {
-                    return Err(Error::invalid_argument(
-                        "arg.boundary",
-                        "give the boundary either as the argument or as the \"boundary\" option (with the argument -1)",
-                    ))
-                }
-                (None, -1) => None,
-                (None, b) => Some(Value::Number(b as f64)),
-            };
-            let live = s.fork(boundary.as_ref(), child_id)?;
+            let opts = ForkOptions::parse(options, boundary)?;
+            let live = s.fork(opts.boundary.as_ref(), opts.id)?;
             let header = live.with(|s| Ok(s.header().to_json()))?;
             Ok((live, header))
         })
     }
-}
-
-fn fork_options(text: Option<&str>) -> Result<(Option<String>, Option<Value>)> {
-    let Some(text) = text else {
-        return Ok((None, None));
-    };
-    let value = json::parse(text).map_err(|e| {
-        Error::invalid_json("json.parse", format!("options_json is not valid JSON: {e}"))
-    })?;
-    if value.is_null() {
-        return Ok((None, None));
-    }
-    let mut o = value.into_object().map_err(|_| {
-        Error::invalid_argument(
-            "arg.not-object",
-            "fork options must be a JSON object or null",
-        )
-    })?;
-    if let Some((k, _)) = o.iter().find(|(k, _)| *k != "id" && *k != "boundary") {
-        return Err(Error::invalid_argument(
-            "arg.option-unknown",
-            format!("unknown fork option \"{}\"", k.to_string_lossy()),
-        ));
-    }
-    let id = match o.remove("id") {
-        None => None,
-        Some(v) => Some(
-            v.as_str()
-                .filter(|s| !s.is_empty() && !s.contains('\0'))
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    Error::invalid_argument("arg.id", "child id must be a non-empty string")
-                })?,
-        ),
-    };
-    Ok((id, o.remove("boundary")))
 }
 
 /// Drain the session's pending writes, then release the handle (also when

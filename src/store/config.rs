@@ -194,16 +194,7 @@ impl CreateOptions {
                 ));
             }
         }
-        if let Some(id) = o.remove("id") {
-            let id = id.as_str().filter(|s| !s.is_empty() && !s.contains('\0'));
-            let Some(id) = id else {
-                return Err(Error::invalid_argument(
-                    "arg.id",
-                    "session id must be a non-empty string of valid Unicode without NUL",
-                ));
-            };
-            opts.id = Some(id.to_string());
-        }
+        opts.id = o.remove("id").map(|v| session_id(&v)).transpose()?;
         if let Some(seed) = o.remove("seed") {
             let seed = seed.into_array().map_err(|_| {
                 Error::invalid_argument("arg.seed", "seed must be an array of events")
@@ -224,6 +215,60 @@ impl CreateOptions {
             if let Some(v) = o.remove(f) {
                 opts.header_fields.insert_str(f, v);
             }
+        }
+        Ok(opts)
+    }
+}
+
+/// A session id option: a non-empty string of valid Unicode without NUL
+/// (ids are handed back to C as strings).
+fn session_id(v: &Value) -> Result<String> {
+    v.as_str()
+        .filter(|s| !s.is_empty() && !s.contains('\0'))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::invalid_argument(
+                "arg.id",
+                "session id must be a non-empty string of valid Unicode without NUL",
+            )
+        })
+}
+
+/// Parsed `dsh_session_fork` options and boundary.
+#[derive(Debug, Default)]
+pub struct ForkOptions {
+    /// The child's id (minted when absent).
+    pub id: Option<String>,
+    /// The boundary; `None` means the source's last event.
+    pub boundary: Option<Value>,
+}
+
+impl ForkOptions {
+    /// Parse `options_json` (NULL or `null` = defaults) together with the
+    /// integer boundary argument: `-1` means "the last event" unless the
+    /// options carry `"boundary"` (any JSON value, for boundaries an
+    /// integer cannot express); giving both is `arg.boundary`.
+    pub fn parse(text: Option<&str>, boundary: i64) -> Result<ForkOptions> {
+        let mut opts = ForkOptions::default();
+        if let Some(mut o) = object_or_null(text, "fork options")? {
+            if let Some((k, _)) = o.iter().find(|(k, _)| *k != "id" && *k != "boundary") {
+                return Err(Error::invalid_argument(
+                    "arg.option-unknown",
+                    format!("unknown fork option \"{}\"", k.to_string_lossy()),
+                ));
+            }
+            opts.id = o.remove("id").map(|v| session_id(&v)).transpose()?;
+            opts.boundary = o.remove("boundary");
+        }
+        match (opts.boundary.is_some(), boundary) {
+            (true, -1) | (false, -1) => {}
+            (true, _) => {
+                return Err(Error::invalid_argument(
+                    "arg.boundary",
+                    "give the boundary either as the argument or as the \"boundary\" option (with the argument -1)",
+                ))
+            }
+            (false, b) => opts.boundary = Some(Value::Number(b as f64)),
         }
         Ok(opts)
     }

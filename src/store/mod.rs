@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{Backend, Listed, Loaded, Torn};
-pub use config::{BackendConfig, CreateOptions, StoreConfig};
+pub use config::{BackendConfig, CreateOptions, ForkOptions, StoreConfig};
 pub use session::LiveSession;
 
 use crate::engine::event::END_SEED;
