@@ -245,19 +245,7 @@ fn open_repairs_an_interrupted_turn_durably(kind: &str) {
     let store = f.reopen(store);
     let (s, opened) = store.open_session("crash").unwrap();
     let repaired = strip_time(opened.as_object().unwrap().get("repaired").unwrap().clone());
-    let types: Vec<&str> = repaired
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            e.as_object()
-                .unwrap()
-                .get("type")
-                .unwrap()
-                .as_str()
-                .unwrap()
-        })
-        .collect();
+    let types = types_of(repaired.as_array().unwrap());
     assert_eq!(
         types,
         ["tool/result", "tool/result", "step/end", "turn/end"]

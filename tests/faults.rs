@@ -130,17 +130,7 @@ fn sqlite_damage_after_the_last_turn_end_is_a_torn_tail_that_open_repairs() {
         // Seqs 0..=6 survive byte for byte; the tail from 7 is cut and the
         // open turn 3 gets its closer, then the end-seed marker.
         assert_eq!(first(&events, 7), first(&written, 7), "{sql}");
-        let types: Vec<&str> = events.as_array().unwrap()[7..]
-            .iter()
-            .map(|e| {
-                e.as_object()
-                    .unwrap()
-                    .get("type")
-                    .unwrap()
-                    .as_str()
-                    .unwrap()
-            })
-            .collect();
+        let types = types_of(&events.as_array().unwrap()[7..]);
         assert_eq!(types, ["turn/end", "session/end-seed"], "{sql}");
         // The repair was durable: a second open reads the same log.
         assert_eq!(open_after(&config).unwrap(), events, "{sql}");
@@ -267,17 +257,7 @@ fn jsonl_truncation_at_every_byte_of_the_last_record_repairs_cleanly() {
                 "zstd {zstd}, cut at {cut}"
             );
             // Turn 2 is open in the kept prefix: repair closes it, durably.
-            let last_types: Vec<&str> = events.as_array().unwrap()[kept..]
-                .iter()
-                .map(|e| {
-                    e.as_object()
-                        .unwrap()
-                        .get("type")
-                        .unwrap()
-                        .as_str()
-                        .unwrap()
-                })
-                .collect();
+            let last_types = types_of(&events.as_array().unwrap()[kept..]);
             assert_eq!(
                 last_types,
                 ["turn/end", "session/end-seed"],

@@ -217,3 +217,17 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+/// The `type` of each event of an array.
+pub fn types_of(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            e.as_object()
+                .and_then(|o| o.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
