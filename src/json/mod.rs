@@ -10,6 +10,7 @@
 //! * Every algorithm (parse, write, drop, clone, equality, the lossless walk) is
 //!   iterative, so nesting depth is limited only by memory.
 
+pub mod canon;
 mod object;
 mod parse;
 mod string;
