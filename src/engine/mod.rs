@@ -1,6 +1,7 @@
 //! The pure session engine: no I/O, no FFI types. Everything here is a
 //! function of its inputs (the caller supplies the clock).
 
+pub mod chunked;
 pub mod derive;
 pub mod event;
 pub mod repair;

@@ -1,0 +1,970 @@
+//! A persistent, chunked vector for append-only logs.
+//!
+//! [`Chunked<T>`] stores its elements as a run of full, immutable chunks of
+//! [`CHUNK`] elements (each an `Arc<[T]>` shared between clones) followed by
+//! one mutable tail `Vec<T>` holding fewer than [`CHUNK`] elements. When the
+//! tail fills it is sealed into a new shared chunk.
+//!
+//! Costs, for a log of `n` elements:
+//!
+//! * [`Chunked::push`]: O(1) amortized (sealing a chunk moves its
+//!   [`CHUNK`] elements once);
+//! * [`Chunked::get`] / indexing: O(1);
+//! * [`Chunked::prefix`] and [`Clone`]: `n / CHUNK` reference-count
+//!   increments plus at most `CHUNK - 1` element clones (the partial chunk at
+//!   the end), independent of how many full chunks are shared, so forking a
+//!   million-event log copies at most one chunk's worth of `Arc`s;
+//! * [`Chunked::truncate`]: O(1) inside the tail, otherwise drops whole
+//!   chunks and copies at most `CHUNK - 1` elements of the chunk that becomes
+//!   the new tail.
+//!
+//! Full chunks are never mutated, so modifying a clone or a prefix never
+//! changes the log it came from, and vice versa.
+
+use std::fmt;
+use std::iter::FusedIterator;
+use std::ops::{Bound, Index, RangeBounds};
+use std::slice;
+use std::sync::Arc;
+
+/// The number of elements in one full, shared chunk.
+pub const CHUNK: usize = 4096;
+
+/// A persistent vector: shared full chunks of [`CHUNK`] elements plus one
+/// mutable tail. See the [module documentation](self) for costs.
+pub struct Chunked<T> {
+    /// Full chunks, each exactly `CHUNK` elements long.
+    chunks: Vec<Arc<[T]>>,
+    /// The elements after the last full chunk; always `< CHUNK` long.
+    tail: Vec<T>,
+}
+
+impl<T> Chunked<T> {
+    /// An empty log. Does not allocate.
+    pub const fn new() -> Self {
+        Chunked {
+            chunks: Vec::new(),
+            tail: Vec::new(),
+        }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.chunks.len() * CHUNK + self.tail.len()
+    }
+
+    /// True when the log holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.tail.is_empty()
+    }
+
+    /// Appends `value` at the end. O(1) amortized; never clones elements.
+    pub fn push(&mut self, value: T) {
+        if self.tail.capacity() == 0 {
+            self.tail.reserve_exact(CHUNK);
+        }
+        self.tail.push(value);
+        if self.tail.len() == CHUNK {
+            let full = std::mem::take(&mut self.tail);
+            self.chunks.push(Arc::from(full));
+        }
+    }
+
+    /// Removes every element. Shared chunks stay alive in the other logs
+    /// that share them.
+    pub fn clear(&mut self) {
+        self.chunks.clear();
+        self.tail.clear();
+    }
+
+    /// The element at `index`, or `None` when `index >= self.len()`.
+    pub fn get(&self, index: usize) -> Option<&T> {
+        let c = index / CHUNK;
+        match self.chunks.get(c) {
+            Some(chunk) => Some(&chunk[index % CHUNK]),
+            None => self.tail.get(index - self.chunks.len() * CHUNK),
+        }
+    }
+
+    /// The first element, or `None` when empty.
+    pub fn first(&self) -> Option<&T> {
+        self.get(0)
+    }
+
+    /// The last element, or `None` when empty.
+    pub fn last(&self) -> Option<&T> {
+        match self.tail.last() {
+            Some(x) => Some(x),
+            None => self.chunks.last().and_then(|c| c.last()),
+        }
+    }
+
+    /// An iterator over all elements, front to back (double-ended, exact
+    /// size). It walks chunk slices, not per-index lookups.
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter::new(self.slice_iter(..))
+    }
+
+    /// An iterator over the elements `[start, len)`.
+    ///
+    /// # Panics
+    ///
+    /// When `start > self.len()`.
+    pub fn iter_from(&self, start: usize) -> Iter<'_, T> {
+        self.range(start..)
+    }
+
+    /// An iterator over the elements in `range` (e.g. `a..b`, `a..`, `..=b`).
+    ///
+    /// # Panics
+    ///
+    /// Like slice indexing: when the start exceeds the end or the end exceeds
+    /// `self.len()`.
+    pub fn range<R: RangeBounds<usize>>(&self, range: R) -> Iter<'_, T> {
+        Iter::new(self.slice_iter(range))
+    }
+
+    /// The storage slices of the whole log, in order: every full chunk, then
+    /// the tail if it is not empty. Concatenated, they are the log. Empty
+    /// slices are never yielded.
+    pub fn chunks(&self) -> SliceIter<'_, T> {
+        self.slice_iter(..)
+    }
+
+    /// The elements in `range` as contiguous storage slices, in order;
+    /// concatenated they are exactly `range`. Never yields an empty slice,
+    /// and at most two slices more than `range.len() / CHUNK`. Use this to
+    /// process `[a, b)` a slice at a time.
+    ///
+    /// # Panics
+    ///
+    /// Like slice indexing: when the start exceeds the end or the end exceeds
+    /// `self.len()`.
+    pub fn slice_iter<R: RangeBounds<usize>>(&self, range: R) -> SliceIter<'_, T> {
+        let (a, b) = self.bounds(range);
+        if a == b {
+            return SliceIter {
+                front: &[],
+                middle: [].iter(),
+                back: &[],
+            };
+        }
+        let (ca, cb) = (a / CHUNK, (b - 1) / CHUNK);
+        if ca == cb {
+            return SliceIter {
+                front: &self.segment(ca)[a - ca * CHUNK..b - ca * CHUNK],
+                middle: [].iter(),
+                back: &[],
+            };
+        }
+        SliceIter {
+            front: &self.segment(ca)[a - ca * CHUNK..],
+            middle: self.chunks[ca + 1..cb].iter(),
+            back: &self.segment(cb)[..b - cb * CHUNK],
+        }
+    }
+
+    /// Storage segment `k`: full chunk `k`, or the tail when `k` is the
+    /// number of full chunks.
+    fn segment(&self, k: usize) -> &[T] {
+        match self.chunks.get(k) {
+            Some(c) => c,
+            None => &self.tail,
+        }
+    }
+
+    /// Resolves `range` against `0..len`, panicking like slice indexing.
+    fn bounds<R: RangeBounds<usize>>(&self, range: R) -> (usize, usize) {
+        let len = self.len();
+        let a = match range.start_bound() {
+            Bound::Included(&a) => a,
+            Bound::Excluded(&a) => a.checked_add(1).expect("range start overflows usize"),
+            Bound::Unbounded => 0,
+        };
+        let b = match range.end_bound() {
+            Bound::Included(&b) => b.checked_add(1).expect("range end overflows usize"),
+            Bound::Excluded(&b) => b,
+            Bound::Unbounded => len,
+        };
+        assert!(a <= b, "range start {a} is greater than range end {b}");
+        assert!(
+            b <= len,
+            "range end {b} is out of range for a log of {len} elements"
+        );
+        (a, b)
+    }
+}
+
+impl<T: Clone> Chunked<T> {
+    /// Shortens the log to `len` elements; does nothing when `len >=
+    /// self.len()`. When `len` falls inside a full (possibly shared) chunk,
+    /// that chunk's first `len % CHUNK` elements are cloned into a new tail;
+    /// the shared chunk itself is never modified.
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.len() {
+            return;
+        }
+        let (full, rem) = (len / CHUNK, len % CHUNK);
+        if full < self.chunks.len() {
+            self.tail = Self::tail_from(&self.chunks[full][..rem]);
+            self.chunks.truncate(full);
+        } else {
+            self.tail.truncate(rem);
+        }
+    }
+
+    /// A new log holding the elements `[0, len)`, sharing every full chunk
+    /// that lies entirely inside the prefix: `len / CHUNK` reference-count
+    /// increments plus at most `CHUNK - 1` element clones.
+    ///
+    /// # Panics
+    ///
+    /// When `len > self.len()`.
+    pub fn prefix(&self, len: usize) -> Chunked<T> {
+        assert!(
+            len <= self.len(),
+            "prefix length {len} is out of range for a log of {} elements",
+            self.len()
+        );
+        let (full, rem) = (len / CHUNK, len % CHUNK);
+        Chunked {
+            chunks: self.chunks[..full].to_vec(),
+            tail: Self::tail_from(&self.segment(full)[..rem]),
+        }
+    }
+
+    /// Appends clones of every element of `values`.
+    pub fn extend_from_slice(&mut self, values: &[T]) {
+        for v in values {
+            self.push(v.clone());
+        }
+    }
+
+    /// All elements, cloned into a `Vec`.
+    pub fn to_vec(&self) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len());
+        for s in self.chunks() {
+            out.extend_from_slice(s);
+        }
+        out
+    }
+
+    /// A fresh tail holding clones of `items` (`< CHUNK` of them).
+    fn tail_from(items: &[T]) -> Vec<T> {
+        if items.is_empty() {
+            return Vec::new();
+        }
+        let mut tail = Vec::with_capacity(CHUNK);
+        tail.extend_from_slice(items);
+        tail
+    }
+}
+
+impl<T> Default for Chunked<T> {
+    /// An empty log, like [`Chunked::new`].
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Clone> Clone for Chunked<T> {
+    /// Shares every full chunk and clones only the tail (`< CHUNK`
+    /// elements); the same cost as `self.prefix(self.len())`.
+    fn clone(&self) -> Self {
+        Chunked {
+            chunks: self.chunks.clone(),
+            tail: Self::tail_from(&self.tail),
+        }
+    }
+}
+
+impl<T> Index<usize> for Chunked<T> {
+    type Output = T;
+
+    /// The element at `index`.
+    ///
+    /// # Panics
+    ///
+    /// When `index >= self.len()`.
+    fn index(&self, index: usize) -> &T {
+        match self.get(index) {
+            Some(x) => x,
+            None => panic!(
+                "index {index} is out of range for a log of {} elements",
+                self.len()
+            ),
+        }
+    }
+}
+
+impl<T> Extend<T> for Chunked<T> {
+    /// Appends every item, in order.
+    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
+        for x in iter {
+            self.push(x);
+        }
+    }
+}
+
+impl<T> FromIterator<T> for Chunked<T> {
+    /// A log of the items, in order.
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut log = Chunked::new();
+        log.extend(iter);
+        log
+    }
+}
+
+impl<T> From<Vec<T>> for Chunked<T> {
+    /// A log of the vector's elements, moved (not cloned).
+    fn from(v: Vec<T>) -> Self {
+        v.into_iter().collect()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Chunked<T> {
+    type Item = &'a T;
+    type IntoIter = Iter<'a, T>;
+
+    /// Same as [`Chunked::iter`].
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Chunked<T> {
+    /// Formats like a list of the elements.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: PartialEq> PartialEq for Chunked<T> {
+    /// Element-wise equality.
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl<T: Eq> Eq for Chunked<T> {}
+
+impl<T: PartialEq> PartialEq<[T]> for Chunked<T> {
+    fn eq(&self, other: &[T]) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl<T: PartialEq, const N: usize> PartialEq<[T; N]> for Chunked<T> {
+    fn eq(&self, other: &[T; N]) -> bool {
+        *self == other[..]
+    }
+}
+
+impl<T: PartialEq> PartialEq<Vec<T>> for Chunked<T> {
+    fn eq(&self, other: &Vec<T>) -> bool {
+        *self == other[..]
+    }
+}
+
+/// The storage slices of a range of a [`Chunked`] log, from
+/// [`Chunked::chunks`] or [`Chunked::slice_iter`]. Double-ended; never
+/// yields an empty slice.
+pub struct SliceIter<'a, T> {
+    /// The first, possibly partial, slice; empty once taken.
+    front: &'a [T],
+    /// Full chunks strictly between `front` and `back`.
+    middle: slice::Iter<'a, Arc<[T]>>,
+    /// The last, possibly partial, slice; empty once taken.
+    back: &'a [T],
+}
+
+impl<T> SliceIter<'_, T> {
+    /// The number of elements in the slices not yet yielded.
+    fn elements(&self) -> usize {
+        self.front.len() + self.middle.len() * CHUNK + self.back.len()
+    }
+}
+
+impl<T> Clone for SliceIter<'_, T> {
+    fn clone(&self) -> Self {
+        SliceIter {
+            front: self.front,
+            middle: self.middle.clone(),
+            back: self.back,
+        }
+    }
+}
+
+impl<'a, T> Iterator for SliceIter<'a, T> {
+    type Item = &'a [T];
+
+    fn next(&mut self) -> Option<&'a [T]> {
+        if !self.front.is_empty() {
+            return Some(std::mem::take(&mut self.front));
+        }
+        if let Some(c) = self.middle.next() {
+            return Some(c);
+        }
+        if !self.back.is_empty() {
+            return Some(std::mem::take(&mut self.back));
+        }
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::from(!self.front.is_empty())
+            + self.middle.len()
+            + usize::from(!self.back.is_empty());
+        (n, Some(n))
+    }
+}
+
+impl<'a, T> DoubleEndedIterator for SliceIter<'a, T> {
+    fn next_back(&mut self) -> Option<&'a [T]> {
+        if !self.back.is_empty() {
+            return Some(std::mem::take(&mut self.back));
+        }
+        if let Some(c) = self.middle.next_back() {
+            return Some(c);
+        }
+        if !self.front.is_empty() {
+            return Some(std::mem::take(&mut self.front));
+        }
+        None
+    }
+}
+
+impl<T> ExactSizeIterator for SliceIter<'_, T> {}
+
+impl<T> FusedIterator for SliceIter<'_, T> {}
+
+impl<T: fmt::Debug> fmt::Debug for SliceIter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.clone()).finish()
+    }
+}
+
+/// An iterator over the elements of a [`Chunked`] log (or a range of it),
+/// from [`Chunked::iter`], [`Chunked::iter_from`] or [`Chunked::range`].
+/// Double-ended and exact-size; walks storage slices.
+pub struct Iter<'a, T> {
+    /// The slice being consumed from the front.
+    front: slice::Iter<'a, T>,
+    /// Slices not yet entered from either end.
+    slices: SliceIter<'a, T>,
+    /// The slice being consumed from the back.
+    back: slice::Iter<'a, T>,
+}
+
+impl<'a, T> Iter<'a, T> {
+    fn new(slices: SliceIter<'a, T>) -> Self {
+        Iter {
+            front: [].iter(),
+            slices,
+            back: [].iter(),
+        }
+    }
+}
+
+impl<T> Clone for Iter<'_, T> {
+    fn clone(&self) -> Self {
+        Iter {
+            front: self.front.clone(),
+            slices: self.slices.clone(),
+            back: self.back.clone(),
+        }
+    }
+}
+
+impl<'a, T> Iterator for Iter<'a, T> {
+    type Item = &'a T;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a T> {
+        loop {
+            if let Some(x) = self.front.next() {
+                return Some(x);
+            }
+            match self.slices.next() {
+                Some(s) => self.front = s.iter(),
+                None => return self.back.next(),
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.front.len() + self.slices.elements() + self.back.len();
+        (n, Some(n))
+    }
+
+    fn count(self) -> usize {
+        self.len()
+    }
+
+    fn last(mut self) -> Option<&'a T> {
+        self.next_back()
+    }
+
+    /// Skips whole slices at a time: O(n / CHUNK).
+    fn nth(&mut self, mut n: usize) -> Option<&'a T> {
+        loop {
+            let here = self.front.len();
+            if n < here {
+                return self.front.nth(n);
+            }
+            n -= here;
+            match self.slices.next() {
+                Some(s) => self.front = s.iter(),
+                None => {
+                    self.front = [].iter();
+                    return self.back.nth(n);
+                }
+            }
+        }
+    }
+
+    fn fold<B, F>(self, init: B, mut f: F) -> B
+    where
+        F: FnMut(B, &'a T) -> B,
+    {
+        let mut acc = self.front.fold(init, &mut f);
+        for s in self.slices {
+            acc = s.iter().fold(acc, &mut f);
+        }
+        self.back.fold(acc, f)
+    }
+}
+
+impl<'a, T> DoubleEndedIterator for Iter<'a, T> {
+    #[inline]
+    fn next_back(&mut self) -> Option<&'a T> {
+        loop {
+            if let Some(x) = self.back.next_back() {
+                return Some(x);
+            }
+            match self.slices.next_back() {
+                Some(s) => self.back = s.iter(),
+                None => return self.front.next_back(),
+            }
+        }
+    }
+
+    /// Skips whole slices at a time: O(n / CHUNK).
+    fn nth_back(&mut self, mut n: usize) -> Option<&'a T> {
+        loop {
+            let here = self.back.len();
+            if n < here {
+                return self.back.nth_back(n);
+            }
+            n -= here;
+            match self.slices.next_back() {
+                Some(s) => self.back = s.iter(),
+                None => {
+                    self.back = [].iter();
+                    return self.front.nth_back(n);
+                }
+            }
+        }
+    }
+
+    fn rfold<B, F>(self, init: B, mut f: F) -> B
+    where
+        F: FnMut(B, &'a T) -> B,
+    {
+        let mut acc = self.back.rfold(init, &mut f);
+        for s in self.slices.rev() {
+            acc = s.iter().rfold(acc, &mut f);
+        }
+        self.front.rfold(acc, f)
+    }
+}
+
+impl<T> ExactSizeIterator for Iter<'_, T> {}
+
+impl<T> FusedIterator for Iter<'_, T> {}
+
+impl<T: fmt::Debug> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.clone()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIZES: [usize; 6] = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7];
+
+    fn log(n: usize) -> Chunked<usize> {
+        (0..n).collect()
+    }
+
+    /// Checks every read path of `log` against `model`.
+    fn check<T: Clone + PartialEq + fmt::Debug>(log: &Chunked<T>, model: &[T]) {
+        assert_eq!(log.len(), model.len());
+        assert_eq!(log.is_empty(), model.is_empty());
+        assert_eq!(log.first(), model.first());
+        assert_eq!(log.last(), model.last());
+        assert_eq!(log.get(model.len()), None);
+        assert_eq!(log.to_vec(), model);
+        assert!(log.iter().eq(model.iter()));
+        assert!(log.iter().rev().eq(model.iter().rev()));
+        assert_eq!(log.iter().len(), model.len());
+        let mut seen = Vec::with_capacity(model.len());
+        let slices: Vec<&[T]> = log.chunks().collect();
+        for (i, s) in slices.iter().enumerate() {
+            assert!(!s.is_empty());
+            if i + 1 < slices.len() {
+                assert_eq!(s.len(), CHUNK, "only the tail may be partial");
+            }
+            seen.extend_from_slice(s);
+        }
+        assert_eq!(seen, model);
+        assert_eq!(log.chunks().len(), model.len().div_ceil(CHUNK));
+        // Spot-check indexing at and around the chunk boundaries.
+        for i in [
+            0,
+            1,
+            CHUNK - 1,
+            CHUNK,
+            CHUNK + 1,
+            model.len().wrapping_sub(1),
+        ] {
+            if i < model.len() {
+                assert_eq!(log.get(i), Some(&model[i]));
+                assert_eq!(&log[i], &model[i]);
+            }
+        }
+    }
+
+    #[test]
+    fn push_get_iter_across_boundaries() {
+        for n in SIZES {
+            let l = log(n);
+            let model: Vec<usize> = (0..n).collect();
+            check(&l, &model);
+            for i in 0..n {
+                assert_eq!(l[i], i);
+            }
+            assert_eq!(format!("{:?}", log(3)), "[0, 1, 2]");
+        }
+    }
+
+    #[test]
+    fn iterator_ends_meet() {
+        for n in SIZES {
+            let l = log(n);
+            let mut it = l.iter();
+            let (mut lo, mut hi) = (0, n);
+            let mut step = 0usize;
+            while lo < hi {
+                assert_eq!(it.len(), hi - lo);
+                // Alternate ends, uneven so the meeting point varies.
+                if step % 3 == 0 {
+                    hi -= 1;
+                    assert_eq!(it.next_back(), Some(&hi));
+                } else {
+                    assert_eq!(it.next(), Some(&lo));
+                    lo += 1;
+                }
+                step += 1;
+            }
+            assert_eq!(it.len(), 0);
+            assert_eq!(it.next(), None);
+            assert_eq!(it.next_back(), None);
+        }
+    }
+
+    #[test]
+    fn ranges_nth_and_folds() {
+        let n = 3 * CHUNK + 7;
+        let l = log(n);
+        let model: Vec<usize> = (0..n).collect();
+        let points = [
+            0,
+            1,
+            CHUNK - 1,
+            CHUNK,
+            CHUNK + 1,
+            2 * CHUNK,
+            2 * CHUNK + 5,
+            3 * CHUNK,
+            3 * CHUNK + 6,
+            n,
+        ];
+        for &a in &points {
+            assert!(l.iter_from(a).eq(model[a..].iter()));
+            for &b in points.iter().filter(|&&b| b >= a) {
+                let want = &model[a..b];
+                assert!(l.range(a..b).eq(want.iter()));
+                assert!(l.range(a..b).rev().eq(want.iter().rev()));
+                assert_eq!(l.range(a..b).len(), b - a);
+                assert_eq!(l.range(a..b).count(), b - a);
+                assert_eq!(l.range(a..b).last(), want.last());
+                assert_eq!(l.range(a..b).sum::<usize>(), want.iter().sum());
+                assert_eq!(
+                    l.range(a..b).rfold(Vec::new(), |mut v, &x| {
+                        v.push(x);
+                        v
+                    }),
+                    want.iter().rev().copied().collect::<Vec<_>>()
+                );
+                let flat: Vec<usize> = l.slice_iter(a..b).flatten().copied().collect();
+                assert_eq!(flat, want);
+                let back: Vec<&[usize]> = l.slice_iter(a..b).rev().collect();
+                let fwd: Vec<&[usize]> = l.slice_iter(a..b).collect();
+                assert_eq!(back.into_iter().rev().collect::<Vec<_>>(), fwd);
+                assert!(l.slice_iter(a..b).len() <= (b - a) / CHUNK + 2);
+                for &k in &points {
+                    assert_eq!(l.range(a..b).nth(k), want.get(k));
+                    assert_eq!(l.range(a..b).nth_back(k), want.iter().nth_back(k));
+                    let mut it = l.range(a..b);
+                    let got = it.nth(k / 2);
+                    assert_eq!(got, want.get(k / 2));
+                    assert_eq!(it.len(), want.len().saturating_sub(k / 2 + 1));
+                    assert!(it.eq(want.iter().skip(k / 2 + 1)));
+                }
+            }
+        }
+        assert!(l.range(..=CHUNK).eq(model[..=CHUNK].iter()));
+        assert!(l.range(..).eq(model.iter()));
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn range_past_end_panics() {
+        let _ = log(CHUNK + 1).range(0..CHUNK + 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn index_past_end_panics() {
+        let _ = log(CHUNK)[CHUNK];
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn prefix_past_end_panics() {
+        let _ = log(CHUNK).prefix(CHUNK + 1);
+    }
+
+    #[test]
+    fn truncate_and_prefix_across_boundaries() {
+        for n in SIZES {
+            let model: Vec<usize> = (0..n).collect();
+            for m in SIZES.into_iter().chain([n + 5]) {
+                let parent = log(n);
+                let p = if m <= n { Some(parent.prefix(m)) } else { None };
+                let mut t = parent.clone();
+                t.truncate(m);
+                let keep = m.min(n);
+                check(&t, &model[..keep]);
+                if let Some(p) = p {
+                    check(&p, &model[..m]);
+                }
+                check(&parent, &model);
+                // The truncated log keeps working as an append target.
+                t.extend(keep..keep + CHUNK + 2);
+                let grown: Vec<usize> = (0..keep + CHUNK + 2).collect();
+                check(&t, &grown);
+                check(&parent, &model);
+            }
+        }
+    }
+
+    #[test]
+    fn zero_sized_elements() {
+        let mut l: Chunked<()> = std::iter::repeat_n((), CHUNK + 1).collect();
+        assert_eq!(l.len(), CHUNK + 1);
+        l.truncate(3);
+        assert_eq!(l.iter().count(), 3);
+        l.clear();
+        assert!(l.is_empty());
+    }
+
+    /// Deterministic xorshift64.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            x
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    #[test]
+    fn model_based_random_ops() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        // A pool of logs, some sharing chunks, each with its Vec model.
+        let mut pool: Vec<(Chunked<u64>, Vec<u64>)> = vec![(Chunked::new(), Vec::new())];
+        let mut next_value = 0u64;
+        for _ in 0..1500 {
+            let i = rng.below(pool.len());
+            match rng.below(8) {
+                0..=2 => {
+                    // Pushes: sometimes a few, sometimes more than a chunk.
+                    let k = match rng.below(4) {
+                        0 => rng.below(2 * CHUNK + 3),
+                        _ => rng.below(40),
+                    };
+                    for _ in 0..k {
+                        next_value += 1;
+                        pool[i].0.push(next_value);
+                        pool[i].1.push(next_value);
+                    }
+                }
+                3 => {
+                    let len = pool[i].1.len();
+                    let to = match rng.below(3) {
+                        0 => len.saturating_sub(rng.below(8)),
+                        1 => (len / CHUNK) * CHUNK + rng.below(3),
+                        _ => rng.below(len + 3),
+                    };
+                    pool[i].0.truncate(to);
+                    pool[i].1.truncate(to);
+                }
+                4 => {
+                    let k = rng.below(CHUNK / 2);
+                    let extra: Vec<u64> = (0..k as u64).map(|x| x + next_value).collect();
+                    next_value += k as u64;
+                    pool[i].0.extend_from_slice(&extra);
+                    pool[i].1.extend_from_slice(&extra);
+                }
+                5 | 6 => {
+                    let len = pool[i].1.len();
+                    let m = rng.below(len + 1);
+                    let child = (pool[i].0.prefix(m), pool[i].1[..m].to_vec());
+                    if pool.len() < 6 {
+                        pool.push(child);
+                    } else {
+                        let j = rng.below(pool.len());
+                        pool[j] = child;
+                    }
+                }
+                _ => {
+                    let child = pool[i].clone();
+                    if pool.len() < 6 {
+                        pool.push(child);
+                    } else {
+                        let j = rng.below(pool.len());
+                        pool[j] = child;
+                    }
+                }
+            }
+            for (log, model) in &pool {
+                assert_eq!(log.len(), model.len());
+                assert!(log.iter().eq(model.iter()));
+                if model.len() > 2 {
+                    let a = rng.below(model.len());
+                    let b = a + rng.below(model.len() - a + 1);
+                    assert!(log.range(a..b).rev().eq(model[a..b].iter().rev()));
+                }
+            }
+        }
+        for (log, model) in &pool {
+            check(log, model);
+        }
+    }
+
+    fn arcs(n: usize) -> Chunked<Arc<u64>> {
+        (0..n as u64).map(Arc::new).collect()
+    }
+
+    fn values(log: &Chunked<Arc<u64>>) -> Vec<u64> {
+        log.iter().map(|x| **x).collect()
+    }
+
+    #[test]
+    fn prefix_and_clone_share_full_chunks() {
+        let n = 2 * CHUNK + 10;
+        let parent = arcs(n);
+        let before = values(&parent);
+        let in_chunk0 = 5;
+        let in_chunk1 = CHUNK + 2;
+        let in_tail = 2 * CHUNK + 1;
+        let count = |i: usize| Arc::strong_count(&parent[i]);
+        assert_eq!(
+            (count(in_chunk0), count(in_chunk1), count(in_tail)),
+            (1, 1, 1)
+        );
+
+        // A prefix past both full chunks: both shared, the tail copied.
+        let p = parent.prefix(2 * CHUNK + 3);
+        assert_eq!(
+            (count(in_chunk0), count(in_chunk1), count(in_tail)),
+            (1, 1, 2)
+        );
+        let ps: Vec<*const Arc<u64>> = p.chunks().map(<[_]>::as_ptr).collect();
+        let qs: Vec<*const Arc<u64>> = parent.chunks().map(<[_]>::as_ptr).collect();
+        assert_eq!(ps[0], qs[0]);
+        assert_eq!(ps[1], qs[1]);
+        assert_ne!(ps[2], qs[2]);
+
+        // A prefix ending inside chunk 1: chunk 0 shared, part of 1 copied.
+        let q = parent.prefix(CHUNK + 5);
+        assert_eq!(
+            (count(in_chunk0), count(in_chunk1), count(in_tail)),
+            (1, 2, 2)
+        );
+
+        // A clone shares both full chunks and copies only the tail.
+        let mut c = parent.clone();
+        assert_eq!(
+            (count(in_chunk0), count(in_chunk1), count(in_tail)),
+            (1, 2, 3)
+        );
+
+        // Modifying children never changes the parent.
+        c.truncate(CHUNK + 3);
+        c.push(Arc::new(1_000_000));
+        c.extend((0..CHUNK as u64).map(|x| Arc::new(x + 2_000_000)));
+        assert_eq!(values(&parent), before);
+        let mut p = p;
+        p.truncate(7);
+        p.push(Arc::new(3_000_000));
+        assert_eq!(values(&parent), before);
+        assert_eq!(values(&p)[..7], before[..7]);
+        assert_eq!(*p[7], 3_000_000);
+        let mut q = q;
+        q.push(Arc::new(4_000_000));
+        assert_eq!(values(&q)[..CHUNK + 5], before[..CHUNK + 5]);
+        assert_eq!(values(&parent), before);
+
+        // Modifying the parent never changes a child.
+        let c_before = values(&c);
+        let mut parent = parent;
+        parent.truncate(1);
+        parent.push(Arc::new(5_000_000));
+        assert_eq!(values(&c), c_before);
+        assert_eq!(values(&q)[..CHUNK + 5], before[..CHUNK + 5]);
+
+        // Dropping the children releases their clones.
+        drop((c, p, q));
+        assert_eq!(Arc::strong_count(&parent[0]), 1);
+    }
+
+    #[test]
+    fn fork_of_large_log_clones_at_most_one_chunk() {
+        let n = 1_000_003;
+        let parent = arcs(n);
+        let fork = parent.clone();
+        let shared = parent.chunks().len() - 1;
+        assert_eq!(shared, n / CHUNK);
+        let copied = parent.iter().filter(|x| Arc::strong_count(x) > 1).count();
+        assert_eq!(copied, n % CHUNK);
+        let half = fork.prefix(n / 2);
+        assert_eq!(half.len(), n / 2);
+        assert!(half.iter().eq(parent.iter().take(n / 2)));
+        drop(fork);
+        let copied = parent.iter().filter(|x| Arc::strong_count(x) > 1).count();
+        assert_eq!(copied, (n / 2) % CHUNK);
+    }
+}
