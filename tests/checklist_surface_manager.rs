@@ -4,7 +4,7 @@
 
 mod checklist_support;
 
-use ::dsh_session::engine::surface::{candidate_of, EventLookup, Markers, Surface};
+use ::dsh_session::engine::surface::{candidate_of, CandidateData, EventLookup, Markers, Surface};
 use ::dsh_session::json::{self, JsString, Value};
 use checklist_support::*;
 
@@ -15,10 +15,13 @@ struct Window<'a> {
 }
 
 impl EventLookup for Window<'_> {
-    fn type_and_data(&self, seq: u64) -> Option<(&JsString, &Value)> {
+    fn type_and_data(&self, seq: u64) -> Option<(&JsString, CandidateData<'_>)> {
         let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
         let o = self.events.get(i)?.as_object()?;
-        Some((o.get("type")?.as_js_str()?, o.get("data")?))
+        Some((
+            o.get("type")?.as_js_str()?,
+            CandidateData::Value(o.get("data")?),
+        ))
     }
 }
 
@@ -81,7 +84,7 @@ fn window_tool_result_rewrites_are_validated_against_the_offset() {
         ),
     ]);
     let s = fold_window(base, &good).expect("rewrite in window");
-    assert_eq!((s.nodes(), s.generation()), (&[base + 1][..], 1));
+    assert_eq!((s.nodes().to_vec(), s.generation()), (vec![base + 1], 1));
     let mut bad = good.clone();
     bad[1]["data"]["turn"] = json!(4);
     assert_eq!(

@@ -116,10 +116,11 @@ pub fn list(ctx: Ctx, a: &ListArgs) -> Result<u8, CliError> {
         let (events, turn, note) = match o.backend.load(&id) {
             Ok(Some(l)) => {
                 item.insert_str("events", Value::num(l.events.len() as f64));
-                item.insert_str("openTurn", open_turn(&l.events).unwrap_or_default());
+                let values = l.values();
+                item.insert_str("openTurn", open_turn(&values).unwrap_or_default());
                 item.insert_str("tornTail", Value::Bool(l.torn.is_some()));
                 let note = if l.torn.is_some() { "torn tail" } else { "" };
-                let turn = open_turn(&l.events).map_or_else(|| "-".to_string(), |t| plain(&t));
+                let turn = open_turn(&values).map_or_else(|| "-".to_string(), |t| plain(&t));
                 (l.events.len().to_string(), turn, note.to_string())
             }
             Ok(None) => ("-".into(), "-".into(), "not found".into()),
@@ -176,7 +177,8 @@ pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
     }
     let from = a.from.unwrap_or(0);
     let to = a.to.unwrap_or(u64::MAX);
-    let shown = loaded.events.iter().enumerate().filter(|(i, e)| {
+    let values = loaded.values();
+    let shown = values.iter().enumerate().filter(|(i, e)| {
         let seq = *i as u64;
         let ty = get(e, "type").map(plain).unwrap_or_default();
         seq >= from && seq <= to && type_matches(&a.types, &ty)
@@ -227,7 +229,7 @@ pub fn derive(ctx: Ctx, a: &DeriveArgs) -> Result<u8, CliError> {
     let mut rows = Vec::new();
     for &seq in session.surface().nodes() {
         let e = &session.events()[seq as usize];
-        if let Some(m) = event_message(&e.ty, &e.data) {
+        if let Some(m) = event_message(&e.ty, e.data()) {
             let role = get(m, "role").map(plain).unwrap_or_default();
             let id = get(m, "id").map(plain).unwrap_or_default();
             rows.push(vec![
@@ -334,7 +336,11 @@ pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
     let mut o = Opened::new(&a.store)?;
     let (loaded, restored) = o.restore(ctx, &a.id)?;
     let mut session = restored.session;
-    let stored = session.events()[..loaded.events.len()].to_vec();
+    let stored: Vec<_> = session
+        .events()
+        .range(..loaded.events.len())
+        .cloned()
+        .collect();
     let mut types: Vec<(String, u64, u64)> = Vec::new();
     let (mut bytes, mut message_events, mut message_bytes, mut turns) = (0u64, 0u64, 0u64, 0u64);
     for e in &stored {
@@ -350,7 +356,7 @@ pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
         }
         turns += u64::from(e.ty == TURN_START);
         if is_surface_type(&e.ty) {
-            if let Some(m) = event_message(&e.ty, &e.data) {
+            if let Some(m) = event_message(&e.ty, e.data()) {
                 message_events += 1;
                 message_bytes += m.to_json().len() as u64;
             }
@@ -376,7 +382,7 @@ pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
                 .map(|m| m.len())
         })
         .flatten();
-    let open = open_turn(&loaded.events);
+    let open = open_turn(&loaded.values());
     let mut out = Out::new();
     if ctx.json {
         let n = |v: u64| Value::num(v as f64);

@@ -18,7 +18,7 @@ use crate::store::{restore, Store};
 
 fn closer_text(e: &Event) -> String {
     let mut text = format!("seq {} {}", e.seq, e.ty.to_string_lossy());
-    let data = &e.data;
+    let data = e.data();
     if let Some(code) = get(data, "error").and_then(|x| get(x, "code")) {
         let call = get(data, "message")
             .and_then(|m| get(m, "source"))

@@ -1,9 +1,10 @@
 //! The event envelope (events.md §3) and its canonical serialization.
 
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
-use crate::json::{JsString, Object, Value};
+use crate::json::{self, canon, JsString, Value};
 
 /// `user/message`.
 pub const USER_MESSAGE: &str = "user/message";
@@ -110,7 +111,11 @@ pub const CLOSER_ORDER: [EnvKey; 7] = [
 ];
 
 /// One committed (immutable) event.
-#[derive(Debug)]
+///
+/// The event keeps its canonical JSON text (exactly what `JSON.stringify`
+/// writes, in its own key order) plus a small index: the envelope scalars,
+/// the byte range of `data`, and the surface metadata. A value tree of
+/// `data` is built only when a rare path asks for it ([`Event::data`]).
 pub struct Event {
     /// `type`.
     pub ty: JsString,
@@ -118,19 +123,18 @@ pub struct Event {
     pub seq: u64,
     /// `time`: epoch milliseconds (a safe integer).
     pub time: i64,
-    /// `data`.
-    pub data: Value,
-    /// `sourceEventSeqs`, as given.
-    pub sources: Option<Value>,
-    /// `surfaceOp`, as given.
-    pub op: Option<Value>,
     /// `ignorable: true` was present.
     pub ignorable: bool,
-    /// The order of the envelope keys when serialized.
-    order: [EnvKey; 7],
+    /// The canonical JSON text of the whole event.
+    text: Box<str>,
+    /// Byte ranges in `text` of `data`, `sourceEventSeqs` and `surfaceOp`
+    /// (an empty range: the key is absent).
+    at: Spans,
     /// Seed checks this event is known to pass ([`Checked`] bits), so a
     /// fork does not repeat them on a shared event.
     checked: AtomicU8,
+    /// `data` as a value tree, built on first use.
+    tree: OnceLock<Box<Value>>,
 }
 
 /// Bits of the seed checks an event is known to pass (see [`Event::is_checked`]).
@@ -141,6 +145,23 @@ impl Checked {
     pub const LOSSLESS: u8 = 1;
     /// The seed's per-type shape checks (`msg.*`, request header) pass.
     pub const SHAPE: u8 = 2;
+    /// The event was built from values that are *not* lossless JSON (a
+    /// stored `-0`); its text shows what JSON keeps of them.
+    pub const LOSSY: u8 = 4;
+}
+
+/// Byte ranges of the envelope members an event indexes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spans {
+    data: (u32, u32),
+    sources: (u32, u32),
+    op: (u32, u32),
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event").field("text", &&*self.text).finish()
+    }
 }
 
 impl Clone for Event {
@@ -149,12 +170,11 @@ impl Clone for Event {
             ty: self.ty.clone(),
             seq: self.seq,
             time: self.time,
-            data: self.data.clone(),
-            sources: self.sources.clone(),
-            op: self.op.clone(),
             ignorable: self.ignorable,
-            order: self.order,
+            text: self.text.clone(),
+            at: self.at,
             checked: AtomicU8::new(self.checked.load(Ordering::Relaxed)),
+            tree: self.tree.clone(),
         }
     }
 }
@@ -166,11 +186,90 @@ impl PartialEq for Event {
         self.ty == other.ty
             && self.seq == other.seq
             && self.time == other.time
-            && self.data == other.data
-            && self.sources == other.sources
-            && self.op == other.op
+            && (self.data_text() == other.data_text() || self.data() == other.data())
+            && self.sources() == other.sources()
+            && self.op() == other.op()
             && self.ignorable == other.ignorable
     }
+}
+
+/// One envelope member while an event's text is written.
+enum Member<'a> {
+    Str(&'a JsString),
+    Int(i64),
+    Value(&'a Value),
+    Text(&'a str),
+    True,
+}
+
+/// Write the envelope in `order` (absent keys skipped); returns the byte
+/// ranges of the members the event indexes.
+#[allow(clippy::too_many_arguments)]
+fn write_envelope(
+    out: &mut String,
+    order: [EnvKey; 7],
+    ty: &JsString,
+    seq: u64,
+    time: i64,
+    data: Member<'_>,
+    sources: Option<&Value>,
+    op: Option<&Value>,
+    ignorable: bool,
+) -> Spans {
+    out.push('{');
+    let mut first = true;
+    let mut at = Spans::default();
+    for key in order {
+        let value = match key {
+            EnvKey::Type => Some(Member::Str(ty)),
+            EnvKey::Seq => Some(Member::Int(seq as i64)),
+            EnvKey::Time => Some(Member::Int(time)),
+            EnvKey::Data => Some(match data {
+                Member::Value(v) => Member::Value(v),
+                Member::Text(t) => Member::Text(t),
+                _ => unreachable!("data is a value or text"),
+            }),
+            EnvKey::Sources => sources.map(Member::Value),
+            EnvKey::Op => op.map(Member::Value),
+            EnvKey::Ignorable => ignorable.then_some(Member::True),
+        };
+        let Some(value) = value else { continue };
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push('"');
+        out.push_str(key.name());
+        out.push_str("\":");
+        let start = out.len();
+        match value {
+            Member::Str(s) => s.write_json(out),
+            Member::Int(n) => {
+                use std::fmt::Write;
+                let _ = write!(out, "{n}");
+            }
+            Member::Value(v) => v.write_json(out),
+            Member::Text(t) => out.push_str(t),
+            Member::True => out.push_str("true"),
+        }
+        let range = span(start, out.len());
+        match key {
+            EnvKey::Data => at.data = range,
+            EnvKey::Sources => at.sources = range,
+            EnvKey::Op => at.op = range,
+            _ => {}
+        }
+    }
+    out.push('}');
+    at
+}
+
+fn span(start: usize, end: usize) -> (u32, u32) {
+    // An event over 4 GiB cannot be held; the ABI refuses such input long before.
+    (
+        u32::try_from(start).expect("event under 4 GiB"),
+        u32::try_from(end).expect("event under 4 GiB"),
+    )
 }
 
 impl Event {
@@ -184,6 +283,35 @@ impl Event {
         self.checked.fetch_or(bits, Ordering::Relaxed);
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: Member<'_>,
+        sources: Option<&Value>,
+        op: Option<&Value>,
+        ignorable: bool,
+        order: [EnvKey; 7],
+        capacity: usize,
+    ) -> Event {
+        let mut text = String::with_capacity(capacity);
+        let at = write_envelope(
+            &mut text, order, &ty, seq, time, data, sources, op, ignorable,
+        );
+        let lossless = sources.is_none_or(Value::is_lossless) && op.is_none_or(Value::is_lossless);
+        Event {
+            ty,
+            seq,
+            time,
+            ignorable,
+            text: text.into_boxed_str(),
+            at,
+            checked: AtomicU8::new(if lossless { 0 } else { Checked::LOSSY }),
+            tree: OnceLock::new(),
+        }
+    }
+
     /// A new event whose keys serialize in `order` (absent keys are skipped).
     pub fn new(
         ty: JsString,
@@ -194,17 +322,99 @@ impl Event {
         op: Option<Value>,
         order: [EnvKey; 7],
     ) -> Event {
-        Event {
+        let e = Event::assemble(
             ty,
             seq,
             time,
-            data,
+            Member::Value(&data),
+            sources.as_ref(),
+            op.as_ref(),
+            false,
+            order,
+            64,
+        );
+        if !data.is_lossless() {
+            e.mark_checked(Checked::LOSSY);
+        }
+        let _ = e.tree.set(Box::new(data));
+        e
+    }
+
+    /// A new event in `append` key order whose `data` is given as text that
+    /// is already canonical JSON (the caller checked it).
+    pub fn with_canonical_data(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: &str,
+        sources: Option<&Value>,
+        op: Option<&Value>,
+    ) -> Event {
+        Event::assemble(
+            ty,
+            seq,
+            time,
+            Member::Text(data),
             sources,
             op,
-            ignorable: false,
-            order,
-            checked: AtomicU8::new(0),
+            false,
+            APPEND_ORDER,
+            data.len() + 64,
+        )
+    }
+
+    /// An event from stored text, without building a tree: `Ok` only when
+    /// `text` is canonical JSON of a well-formed envelope with a plain
+    /// (escape-free) type. Anything else comes back as `Err(text)` for the
+    /// caller's value path, which reports the precise error.
+    pub fn from_canonical_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
+        match Event::index_canonical(&text) {
+            Some((ty, seq, time, at, ignorable)) => Ok(Event {
+                ty,
+                seq,
+                time,
+                ignorable,
+                at,
+                text,
+                // Canonical text is lossless JSON.
+                checked: AtomicU8::new(Checked::LOSSLESS),
+                tree: OnceLock::new(),
+            }),
+            None => Err(text),
         }
+    }
+
+    fn index_canonical(text: &str) -> Option<(JsString, u64, i64, Spans, bool)> {
+        if !canon::is_canonical(text) {
+            return None;
+        }
+        let base = text.as_ptr() as usize;
+        let at = |v: &str| {
+            let start = v.as_ptr() as usize - base;
+            span(start, start + v.len())
+        };
+        let (mut ty, mut seq, mut time, mut data) = (None, None, None, None);
+        let (mut spans, mut ignorable) = (Spans::default(), false);
+        for (key, value) in canon::members(text)? {
+            match key {
+                "type" => {
+                    let inner = value.strip_prefix('"')?.strip_suffix('"')?;
+                    if inner.contains('\\') {
+                        return None;
+                    }
+                    ty = Some(JsString::from(inner));
+                }
+                "seq" => seq = Some(plain_int(value)?),
+                "time" => time = Some(plain_int(value)? as i64),
+                "data" => data = Some(at(value)),
+                "sourceEventSeqs" => spans.sources = at(value),
+                "surfaceOp" => spans.op = at(value),
+                "ignorable" if value == "true" => ignorable = true,
+                _ => return None,
+            }
+        }
+        spans.data = data?;
+        Some((ty?, seq?, time?, spans, ignorable))
     }
 
     /// True when the type is `ty`.
@@ -212,46 +422,63 @@ impl Event {
         self.ty == ty
     }
 
-    /// Write the event as `JSON.stringify` would.
-    pub fn write_json(&self, out: &mut String) {
-        out.push('{');
-        let mut first = true;
-        for key in self.order {
-            let value: Option<ValueOrScalar<'_>> = match key {
-                EnvKey::Type => Some(ValueOrScalar::Str(&self.ty)),
-                EnvKey::Seq => Some(ValueOrScalar::Int(self.seq as i64)),
-                EnvKey::Time => Some(ValueOrScalar::Int(self.time)),
-                EnvKey::Data => Some(ValueOrScalar::Value(&self.data)),
-                EnvKey::Sources => self.sources.as_ref().map(ValueOrScalar::Value),
-                EnvKey::Op => self.op.as_ref().map(ValueOrScalar::Value),
-                EnvKey::Ignorable => self.ignorable.then_some(ValueOrScalar::True),
-            };
-            let Some(value) = value else { continue };
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            out.push('"');
-            out.push_str(key.name());
-            out.push_str("\":");
-            match value {
-                ValueOrScalar::Str(s) => s.write_json(out),
-                ValueOrScalar::Int(n) => {
-                    use std::fmt::Write;
-                    let _ = write!(out, "{n}");
-                }
-                ValueOrScalar::Value(v) => v.write_json(out),
-                ValueOrScalar::True => out.push_str("true"),
-            }
+    /// The canonical JSON text of the event.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn member(&self, at: (u32, u32)) -> Option<&str> {
+        (at.1 > at.0).then(|| &self.text[at.0 as usize..at.1 as usize])
+    }
+
+    /// The canonical JSON text of `data`.
+    pub fn data_text(&self) -> &str {
+        self.member(self.at.data).unwrap_or("null")
+    }
+
+    /// The JSON text of `sourceEventSeqs`, when present.
+    pub fn sources_text(&self) -> Option<&str> {
+        self.member(self.at.sources)
+    }
+
+    /// The JSON text of `surfaceOp`, when present.
+    pub fn op_text(&self) -> Option<&str> {
+        self.member(self.at.op)
+    }
+
+    /// `sourceEventSeqs` as a value, when present.
+    pub fn sources(&self) -> Option<Value> {
+        self.sources_text().map(parse_member)
+    }
+
+    /// `surfaceOp` as a value, when present.
+    pub fn op(&self) -> Option<Value> {
+        self.op_text().map(parse_member)
+    }
+
+    /// `data` as a value tree, parsed on first use and kept. Hot paths
+    /// read [`Event::data_text`] instead.
+    pub fn data(&self) -> &Value {
+        self.tree
+            .get_or_init(|| Box::new(parse_member(self.data_text())))
+    }
+
+    /// `data` as a fresh value tree (nothing is kept on the event).
+    pub fn parse_data(&self) -> Value {
+        match self.tree.get() {
+            Some(v) => (**v).clone(),
+            None => parse_member(self.data_text()),
         }
-        out.push('}');
+    }
+
+    /// Append the event's JSON text (as `JSON.stringify` writes it) to `out`.
+    pub fn write_json(&self, out: &mut String) {
+        out.push_str(&self.text);
     }
 
     /// The event as JSON text.
     pub fn to_json(&self) -> String {
-        let mut out = String::new();
-        self.write_json(&mut out);
-        out
+        self.text.to_string()
     }
 
     /// Build an event from a JSON object, checking the envelope rules
@@ -310,45 +537,46 @@ impl Event {
         };
         let sources = obj.remove("sourceEventSeqs");
         let op = obj.remove("surfaceOp");
-        Ok(Event {
+        let e = Event::assemble(
             ty,
             seq,
             time,
-            data,
-            sources,
-            op,
+            Member::Value(&data),
+            sources.as_ref(),
+            op.as_ref(),
             ignorable,
             order,
-            checked: AtomicU8::new(0),
-        })
+            256,
+        );
+        // The text cannot carry a value JSON would change (`-0`, an
+        // overflowing number): the event remembers it had one, so the
+        // lossless checks of a later fork still refuse it.
+        if !data.is_lossless() {
+            e.mark_checked(Checked::LOSSY);
+        }
+        Ok(e)
     }
 
     /// The event as a JSON value (used by pure folds and tests).
     pub fn to_value(&self) -> Value {
-        let mut obj = Object::new();
-        for key in self.order {
-            let v = match key {
-                EnvKey::Type => Some(Value::String(self.ty.clone())),
-                EnvKey::Seq => Some(Value::Number(self.seq as f64)),
-                EnvKey::Time => Some(Value::Number(self.time as f64)),
-                EnvKey::Data => Some(self.data.clone()),
-                EnvKey::Sources => self.sources.clone(),
-                EnvKey::Op => self.op.clone(),
-                EnvKey::Ignorable => self.ignorable.then_some(Value::Bool(true)),
-            };
-            if let Some(v) = v {
-                obj.insert_str(key.name(), v);
-            }
-        }
-        Value::Object(obj)
+        json::parse(&self.text).expect("event text is canonical JSON")
     }
 }
 
-enum ValueOrScalar<'a> {
-    Str(&'a JsString),
-    Int(i64),
-    Value(&'a Value),
-    True,
+fn parse_member(text: &str) -> Value {
+    json::parse(text).expect("event text is canonical JSON")
+}
+
+/// A non-negative safe integer written canonically (`0` or no leading zero).
+fn plain_int(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 16 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if text.len() > 1 && text.starts_with('0') {
+        return None;
+    }
+    let n: u64 = text.parse().ok()?;
+    (n <= MAX_SAFE).then_some(n)
 }
 
 fn invalid_envelope(what: &str) -> Error {

@@ -25,17 +25,43 @@ struct Pending {
 }
 
 fn field<'a>(e: &'a Event, key: &str) -> Option<&'a Value> {
-    e.data.as_object()?.get(key)
+    e.data().as_object()?.get(key)
+}
+
+fn resets(e: &Event) -> bool {
+    e.ty == TURN_START || e.ty == TURN_END || e.ty == STEP_END
 }
 
 /// The closers crash repair would append after `log` (empty when the log
 /// ends balanced).
-pub fn closers<'a>(log: impl IntoIterator<Item = &'a Event>) -> Vec<Event> {
+///
+/// Every `turn/start`, `turn/end` and `step/end` resets the pending calls
+/// and the open step, so the walk starts at the last of them (a `step/end`
+/// keeps the turn the last `turn/start`/`turn/end` before it left open):
+/// only the log's tail is read.
+pub fn closers<'a, I>(log: I) -> Vec<Event>
+where
+    I: IntoIterator<Item = &'a Event>,
+    I::IntoIter: DoubleEndedIterator + ExactSizeIterator + Clone,
+{
+    let log = log.into_iter();
+    let n = log.len();
+    let from = log.clone().rev().position(resets).map_or(0, |p| n - 1 - p);
     let mut open_turn: Option<Value> = None;
+    if log.clone().nth(from).is_some_and(|e| e.ty == STEP_END) {
+        let turn = log
+            .clone()
+            .take(from)
+            .rev()
+            .find(|e| e.ty == TURN_START || e.ty == TURN_END);
+        if let Some(t) = turn.filter(|t| t.ty == TURN_START) {
+            open_turn = field(t, "turn").cloned();
+        }
+    }
     let mut open_step: Option<Value> = None;
     let mut pending: Vec<Pending> = Vec::new();
     let mut last: Option<&Event> = None;
-    for e in log {
+    for e in log.skip(from) {
         last = Some(e);
         if e.ty == TURN_START {
             open_turn = field(e, "turn").cloned();

@@ -75,12 +75,12 @@ impl RequestFolds {
     fn fold_one(&mut self, e: &Event) {
         if e.ty == REQUEST_HEADER {
             self.header = e
-                .data
+                .parse_data()
                 .as_object()
                 .and_then(|d| d.get("header"))
                 .and_then(canonical_header);
         } else if e.ty == REQUEST_CONTEXT {
-            self.context = Some(e.data.clone());
+            self.context = Some(e.parse_data());
         }
     }
 
@@ -105,7 +105,11 @@ pub fn token_usage<'a>(log: impl IntoIterator<Item = &'a Event>) -> [f64; 4] {
     let mut totals = [0.0f64; 4];
     let mut last: Option<(Value, Value, [f64; 4])> = None;
     for e in log {
-        let Some(data) = e.data.as_object() else {
+        if e.ty != "assistant/chunk" && e.ty != ASSISTANT_MESSAGE {
+            continue;
+        }
+        let data = e.parse_data();
+        let Some(data) = data.as_object() else {
             continue;
         };
         let sample = if e.ty == "assistant/chunk" {

@@ -70,10 +70,9 @@ pub fn admit_value(value: Value, index: usize, mode: SeedMode) -> Result<Event> 
 /// then the per-type shape, fallback and contiguity checks.
 pub fn admit_event(event: &Event, index: usize, mode: SeedMode) -> Result<()> {
     if mode == SeedMode::Snapshot && !event.is_checked(Checked::LOSSLESS) {
-        let lossless = event.data.is_lossless()
-            && event.sources.as_ref().is_none_or(Value::is_lossless)
-            && event.op.as_ref().is_none_or(Value::is_lossless);
-        if !lossless {
+        // An event's text is canonical JSON, so only values it was built
+        // from that JSON could not keep (marked lossy) fail here.
+        if event.is_checked(Checked::LOSSY) {
             return Err(not_lossless(index));
         }
         event.mark_checked(Checked::LOSSLESS);
@@ -92,7 +91,7 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
     // them again: they depend on the event alone.
     if !event.is_checked(Checked::SHAPE) {
         if event.ty == REQUEST_HEADER {
-            check_request_header(&event.data, index)?;
+            check_request_header(event.data(), index)?;
         } else if messages {
             check_event_message(event, &subject).map_err(|e| e.at_index(index))?;
         }
@@ -101,7 +100,7 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
     }
     let fallback = event.ty == REQUEST_HEADER
         && event
-            .data
+            .data()
             .as_object()
             .and_then(|d| d.get("reason"))
             .and_then(Value::as_str)
@@ -127,17 +126,77 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
 }
 
 /// The `msg.*` rules for one event of a stored log (`adoptSessionEvent`);
-/// other types pass. `subject` names the event in messages.
+/// other types pass. `subject` names the event in messages. A message that
+/// passes is checked on its canonical text alone; only a failing one is
+/// parsed, for the precise rule.
 pub fn check_event_message(event: &Event, subject: &dyn Fn() -> String) -> Result<()> {
-    if event.ty == USER_MESSAGE {
-        check_message(Some(&event.data), MessageKind::User, subject)
+    let kind = if event.ty == USER_MESSAGE {
+        MessageKind::User
     } else if event.ty == ASSISTANT_MESSAGE {
-        check_message(message_of(&event.data), MessageKind::Assistant, subject)
+        MessageKind::Assistant
     } else if event.ty == TOOL_RESULT {
-        check_message(message_of(&event.data), MessageKind::ToolResult, subject)
+        MessageKind::ToolResult
     } else {
-        Ok(())
+        return Ok(());
+    };
+    if message_text_ok(event.data_text(), kind) {
+        return Ok(());
     }
+    let data = event.parse_data();
+    let message = match kind {
+        MessageKind::User => Some(&data),
+        _ => message_of(&data),
+    };
+    check_message(message, kind, subject)
+}
+
+/// Whether [`check_message`] passes, decided on canonical text (`None`
+/// means it may not: the caller runs the tree check).
+fn message_text_ok(data: &str, kind: MessageKind) -> bool {
+    message_text_check(data, kind).unwrap_or(false)
+}
+
+fn message_text_check(data: &str, kind: MessageKind) -> Option<bool> {
+    use crate::json::canon::{elements, is_nonempty_string, member};
+    let m = match kind {
+        MessageKind::User => data,
+        _ => member(data, "message")?,
+    };
+    let role = if kind == MessageKind::Assistant {
+        "\"assistant\""
+    } else {
+        "\"user\""
+    };
+    let source = member(m, "source")?;
+    let source_kind = member(source, "kind")?;
+    let ok = is_nonempty_string(member(m, "id")?)
+        && member(m, "role")? == role
+        && source.starts_with('{')
+        && is_nonempty_string(source_kind)
+        && member(m, "content")?.starts_with('[');
+    if !ok {
+        return Some(false);
+    }
+    Some(match kind {
+        MessageKind::User => true,
+        MessageKind::Assistant => {
+            source_kind == "\"model\""
+                && is_nonempty_string(member(source, "provider")?)
+                && is_nonempty_string(member(source, "model")?)
+        }
+        MessageKind::ToolResult => {
+            let call_id = member(source, "callId")?;
+            let mut blocks = elements(member(m, "content")?)?;
+            let block = blocks.next()?;
+            source_kind == "\"tool\""
+                && is_nonempty_string(call_id)
+                && blocks.next().is_none()
+                && block.starts_with('{')
+                && member(block, "type")? == "\"tool-result\""
+                && member(block, "content")?.starts_with('[')
+                && member(block, "toolCallId")? == call_id
+        }
+    })
 }
 
 fn message_of(data: &Value) -> Option<&Value> {

@@ -1,8 +1,10 @@
 //! One session: the append-only log, its surface, and the cached views.
 //! Pure: the caller supplies the clock (`now`) and does all I/O.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::chunked::Chunked;
 use super::derive::DeriveCache;
 use super::event::{
     Checked, Event, APPEND_ORDER, END_SEED, REQUEST_HEADER, REQUEST_HEADER_DELTA, TURN_END,
@@ -10,7 +12,7 @@ use super::event::{
 };
 use super::request::RequestFolds;
 use super::seed::{self, SeedMode};
-use super::surface::{Candidate, EventLookup, Markers, Plan, Surface};
+use super::surface::{Candidate, CandidateData, EventLookup, Markers, Plan, Surface};
 use crate::error::{Error, Result};
 use crate::json::{self, JsString, Object, Value};
 
@@ -36,6 +38,38 @@ pub struct DeriveDelta {
     pub messages: String,
 }
 
+/// The `data` of one append: text already known to be canonical JSON, or a
+/// value tree (with whether it is certainly lossless).
+enum Data<'a> {
+    Canonical(&'a str),
+    Value(Value, bool),
+}
+
+impl<'a> Data<'a> {
+    /// `data` given as JSON text: canonical text is used as is (one
+    /// validating pass), anything else is parsed (`json.parse` on failure).
+    fn from_text(text: &'a str) -> Result<Data<'a>> {
+        if json::canon::is_canonical(text) {
+            return Ok(Data::Canonical(text));
+        }
+        let (v, lossless) = parse_checked_input(text, "data")?;
+        Ok(Data::Value(v, lossless))
+    }
+
+    /// Whether `data.reason` is the string `"fallback"`.
+    fn reason_is_fallback(&self) -> bool {
+        match self {
+            Data::Canonical(t) => json::canon::member(t, "reason") == Some("\"fallback\""),
+            Data::Value(v, _) => {
+                v.as_object()
+                    .and_then(|d| d.get("reason"))
+                    .and_then(Value::as_str)
+                    == Some("fallback")
+            }
+        }
+    }
+}
+
 /// Where the surface intent of one append comes from.
 enum Intent<'a> {
     None,
@@ -43,36 +77,65 @@ enum Intent<'a> {
     Value(Option<Value>),
 }
 
+/// A session's log: chunked, so forks share their prefix with the parent.
+pub type Log = Chunked<Arc<Event>>;
+
 /// The session engine.
 #[derive(Debug)]
 pub struct Session {
     id: String,
     header: Value,
-    log: Vec<Arc<Event>>,
+    log: Log,
     surface: Surface,
     markers: Markers,
     first_live_seq: u64,
     derive: DeriveCache,
     folds: RequestFolds,
+    /// How many leading events are known to pass the seed admission of a
+    /// fork (lossless, shape, fallback), so a fork checks only newer ones.
+    admitted: AtomicUsize,
 }
 
-struct LogLookup<'a>(&'a [Arc<Event>]);
+/// The first `len` events of a log as the surface's lookup.
+struct LogLookup<'a> {
+    log: &'a Log,
+    len: usize,
+}
+
+impl<'a> LogLookup<'a> {
+    fn all(log: &'a Log) -> LogLookup<'a> {
+        LogLookup {
+            log,
+            len: log.len(),
+        }
+    }
+}
 
 impl EventLookup for LogLookup<'_> {
-    fn type_and_data(&self, seq: u64) -> Option<(&JsString, &Value)> {
-        let e = self.0.get(usize::try_from(seq).ok()?)?;
-        Some((&e.ty, &e.data))
+    fn type_and_data(&self, seq: u64) -> Option<(&JsString, CandidateData<'_>)> {
+        let i = usize::try_from(seq).ok().filter(|&i| i < self.len)?;
+        let e = self.log.get(i)?;
+        Some((&e.ty, CandidateData::Event(e)))
     }
 }
 
-fn candidate(e: &Event) -> Candidate<'_> {
-    Candidate {
+/// Plan `e` (its surface metadata read back from its text).
+fn plan_event(
+    surface: &Surface,
+    e: &Event,
+    expected: u64,
+    markers: Markers,
+    log: &dyn EventLookup,
+) -> Result<Plan> {
+    let (op, sources) = (e.op(), e.sources());
+    let c = Candidate {
         ty: Some(&e.ty),
         seq: Some(e.seq),
-        data: Some(&e.data),
-        op: e.op.as_ref(),
-        sources: e.sources.as_ref(),
-    }
+        data: CandidateData::Event(e),
+        op: op.as_ref(),
+        sources: sources.as_ref(),
+    };
+    surface.plan(&c, expected, markers, log)
 }
 
 /// Parse JSON text given at the ABI (`json.parse` on failure).
@@ -98,12 +161,13 @@ impl Session {
         Session {
             id: id.to_string(),
             header,
-            log: Vec::new(),
+            log: Log::new(),
             surface: Surface::new(),
             markers,
             first_live_seq: 0,
             derive: DeriveCache::default(),
             folds: RequestFolds::default(),
+            admitted: AtomicUsize::new(0),
         }
     }
 
@@ -125,14 +189,12 @@ impl Session {
         let mut s = Session::bare(id, header, markers);
         match seed {
             Seed::Values(values) => {
-                s.log.reserve(values.len());
                 for (i, v) in values.into_iter().enumerate() {
                     let e = seed::admit_value(v, i, mode)?;
                     s.push_seeded(Arc::new(e), i)?;
                 }
             }
             Seed::Events(events) => {
-                s.log.reserve(events.len());
                 for (i, e) in events.into_iter().enumerate() {
                     seed::admit_event(&e, i, mode)?;
                     s.push_seeded(e, i)?;
@@ -144,33 +206,41 @@ impl Session {
         }
         s.first_live_seq = s.log.len() as u64;
         if s.log.last().is_none_or(|e| e.ty != END_SEED) {
-            let marker = Event::new(
-                JsString::from(END_SEED),
-                s.log.len() as u64,
-                now,
-                Value::Object(Object::new()),
-                None,
-                None,
-                APPEND_ORDER,
-            );
-            s.commit_checked(marker)?;
+            s.push_end_seed(now)?;
         }
         Ok(s)
     }
 
+    fn push_end_seed(&mut self, now: i64) -> Result<()> {
+        let marker = Event::new(
+            JsString::from(END_SEED),
+            self.log.len() as u64,
+            now,
+            Value::Object(Object::new()),
+            None,
+            None,
+            APPEND_ORDER,
+        );
+        self.commit_checked(marker)?;
+        Ok(())
+    }
+
+    fn forget_admitted(&self, len: usize) {
+        self.admitted.fetch_min(len, Ordering::Relaxed);
+    }
+
     fn push_seeded(&mut self, e: Arc<Event>, i: usize) -> Result<()> {
-        let plan = self
-            .surface
-            .plan(
-                &candidate(&e),
-                i as u64,
-                self.markers,
-                &LogLookup(&self.log),
-            )
-            .map_err(|err| {
-                err.prefixed(&format!("invalid seed event at index {i}: "))
-                    .at_index(i)
-            })?;
+        let plan = plan_event(
+            &self.surface,
+            &e,
+            i as u64,
+            self.markers,
+            &LogLookup::all(&self.log),
+        )
+        .map_err(|err| {
+            err.prefixed(&format!("invalid seed event at index {i}: "))
+                .at_index(i)
+        })?;
         self.surface.apply(e.seq, &plan);
         self.log.push(e);
         Ok(())
@@ -183,11 +253,12 @@ impl Session {
     }
 
     fn plan(&self, e: &Event) -> Result<Plan> {
-        self.surface.plan(
-            &candidate(e),
+        plan_event(
+            &self.surface,
+            e,
             self.log.len() as u64,
             self.markers,
-            &LogLookup(&self.log),
+            &LogLookup::all(&self.log),
         )
     }
 
@@ -203,24 +274,37 @@ impl Session {
     fn prepare(
         &self,
         ty: &str,
-        data: Value,
-        data_lossless: bool,
+        data: Data<'_>,
         intent: Intent<'_>,
         now: i64,
     ) -> Result<(Event, Plan)> {
-        let (sources, op) = check_input(ty, &data, data_lossless, intent)?;
-        let event = Event::new(
-            JsString::from(ty),
-            self.log.len() as u64,
-            now,
-            data,
-            sources,
-            op,
-            APPEND_ORDER,
-        );
+        let (sources, op) = check_input(ty, &data, intent)?;
+        let (sources, op) = (sources.as_ref(), op.as_ref());
+        let seq = self.log.len() as u64;
+        let event = match data {
+            Data::Canonical(text) => {
+                Event::with_canonical_data(JsString::from(ty), seq, now, text, sources, op)
+            }
+            Data::Value(v, _) => {
+                let mut text = String::with_capacity(256);
+                v.write_json(&mut text);
+                drop(v);
+                Event::with_canonical_data(JsString::from(ty), seq, now, &text, sources, op)
+            }
+        };
         // check_input proved data and surface metadata lossless.
         event.mark_checked(Checked::LOSSLESS);
-        let plan = self.plan(&event)?;
+        // Planned with the metadata values at hand (not read back).
+        let c = Candidate {
+            ty: Some(&event.ty),
+            seq: Some(seq),
+            data: CandidateData::Event(&event),
+            op,
+            sources,
+        };
+        let plan = self
+            .surface
+            .plan(&c, seq, self.markers, &LogLookup::all(&self.log))?;
         Ok((event, plan))
     }
 
@@ -231,11 +315,9 @@ impl Session {
         intent: Option<&str>,
         now: i64,
     ) -> Result<(Event, Plan)> {
-        let (data, lossless) = parse_checked_input(data, "data")?;
         self.prepare(
             ty,
-            data,
-            lossless,
+            Data::from_text(data)?,
             intent.map_or(Intent::None, Intent::Text),
             now,
         )
@@ -261,7 +343,8 @@ impl Session {
         intent: Option<Value>,
         now: i64,
     ) -> Result<Arc<Event>> {
-        let (event, plan) = self.prepare(ty, data, false, Intent::Value(intent), now)?;
+        let (event, plan) =
+            self.prepare(ty, Data::Value(data, false), Intent::Value(intent), now)?;
         Ok(self.commit(event, &plan))
     }
 
@@ -285,6 +368,7 @@ impl Session {
                 Err(err) => {
                     self.log.truncate(mark);
                     self.surface = saved;
+                    self.forget_admitted(mark);
                     return Err(err.at_index(i));
                 }
             }
@@ -329,7 +413,7 @@ impl Session {
     }
 
     /// The whole log.
-    pub fn events(&self) -> &[Arc<Event>] {
+    pub fn events(&self) -> &Log {
         &self.log
     }
 
@@ -368,7 +452,7 @@ impl Session {
         let reset = generation != now || count > messages.len() as u64;
         let from = if reset { 0 } else { count as usize };
         let mut json = String::from("[");
-        for (i, m) in messages[from..].iter().enumerate() {
+        for (i, m) in messages.iter_from(from).enumerate() {
             if i > 0 {
                 json.push(',');
             }
@@ -384,7 +468,7 @@ impl Session {
     }
 
     /// The derived messages, each as JSON text.
-    pub fn derived_messages(&mut self) -> &[Arc<str>] {
+    pub fn derived_messages(&mut self) -> &Chunked<super::derive::Message> {
         let log = &self.log;
         self.derive.update(&self.surface, |seq| &log[seq as usize]);
         self.derive.messages()
@@ -417,19 +501,19 @@ impl Session {
         }
         static NULL: Value = Value::Null;
         Some(
-            e.data
+            e.data()
                 .as_object()
                 .and_then(|d| d.get("turn"))
                 .unwrap_or(&NULL),
         )
     }
 
-    /// The inherited prefix of a fork at `boundary` (lifecycle.md §5 steps
-    /// 3–5): `None` means the last event.
-    pub fn fork_prefix(&self, boundary: Option<&Value>) -> Result<Vec<Arc<Event>>> {
+    /// The length of the inherited prefix of a fork at `boundary`
+    /// (lifecycle.md §5 steps 3–5): `None` means the last event.
+    pub fn fork_len(&self, boundary: Option<&Value>) -> Result<usize> {
         let id = &self.id;
         let b = match boundary {
-            None if self.log.is_empty() => return Ok(Vec::new()),
+            None if self.log.is_empty() => return Ok(0),
             None => self.log.len() as u64 - 1,
             Some(v) => v.as_safe_u64().ok_or_else(|| {
                 Error::invalid_argument(
@@ -454,22 +538,23 @@ impl Session {
             )
             .with_code("INVALID_BOUNDARY"));
         }
-        let prefix = &self.log[..=b as usize];
-        if prefix[b as usize].seq != b {
+        let len = b as usize + 1;
+        if self.log[b as usize].seq != b {
             return Err(Error::invalid_argument(
                 "fork.boundary-mismatch",
                 format!("fork boundary {b} is not a contiguous seq in session \"{id}\""),
             )
             .with_code("INVALID_BOUNDARY"));
         }
-        if let Some(e) = prefix
-            .iter()
+        if let Some(e) = self
+            .log
+            .range(..len)
             .rev()
             .find(|e| e.ty == TURN_START || e.ty == TURN_END)
         {
             if e.ty == TURN_START {
                 let turn = e
-                    .data
+                    .data()
                     .as_object()
                     .and_then(|d| d.get("turn"))
                     .map_or("?".into(), Value::to_json);
@@ -480,7 +565,39 @@ impl Session {
                 .with_code("OPEN_TURN"));
             }
         }
-        Ok(prefix.to_vec())
+        Ok(len)
+    }
+
+    /// The child of a fork that inherits the first `len` events (from
+    /// [`Session::fork_len`]), seeded in snapshot mode (lifecycle.md §5).
+    /// The child shares the inherited events with this session; only the
+    /// events not yet known to pass the seed admission are checked, and at
+    /// the last event the surface and derived messages are shared too.
+    pub fn fork(&self, len: usize, child_id: &str, now: i64) -> Result<Session> {
+        let from = self.admitted.load(Ordering::Relaxed).min(len);
+        for i in from..len {
+            seed::admit_event(&self.log[i], i, SeedMode::Snapshot)?;
+        }
+        self.admitted.fetch_max(len, Ordering::Relaxed);
+        let header = self.fork_header(child_id, len, now);
+        let mut child = Session::bare(child_id, header, self.markers);
+        child.log = self.log.prefix(len);
+        if len == self.log.len() {
+            child.surface = self.surface.clone();
+            child.derive = self.derive.clone();
+            if self.folds.folded() == len {
+                child.folds = self.folds.clone();
+            }
+        } else {
+            child.surface = refold(&child.log, self.markers)?;
+        }
+        seed::validate_header(&child.header, child_id)?;
+        child.admitted = AtomicUsize::new(len);
+        child.first_live_seq = len as u64;
+        if child.log.last().is_none_or(|e| e.ty != END_SEED) {
+            child.push_end_seed(now)?;
+        }
+        Ok(child)
     }
 
     /// The header of a fork child (lifecycle.md §5 step 6).
@@ -504,21 +621,27 @@ impl Session {
             return;
         }
         self.log.truncate(len);
-        let mut surface = Surface::new();
-        for (i, e) in self.log.iter().enumerate() {
-            if let Ok(plan) = surface.plan(
-                &candidate(e),
-                i as u64,
-                self.markers,
-                &LogLookup(&self.log[..i]),
-            ) {
-                surface.apply(e.seq, &plan);
-            }
-        }
-        self.surface = surface;
+        self.forget_admitted(len);
+        // Every remaining event was accepted before, against the same prefix.
+        self.surface = refold(&self.log, self.markers).unwrap_or_default();
         self.derive = DeriveCache::default();
         self.folds = RequestFolds::default();
     }
+}
+
+/// The surface of `log` folded from scratch; errors name the seed index.
+fn refold(log: &Log, markers: Markers) -> Result<Surface> {
+    let mut surface = Surface::new();
+    for (i, e) in log.iter().enumerate() {
+        let plan = plan_event(&surface, e, i as u64, markers, &LogLookup { log, len: i }).map_err(
+            |err| {
+                err.prefixed(&format!("invalid seed event at index {i}: "))
+                    .at_index(i)
+            },
+        )?;
+        surface.apply(e.seq, &plan);
+    }
+    Ok(surface)
 }
 
 /// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
@@ -526,15 +649,16 @@ impl Session {
 /// `(sourceEventSeqs, surfaceOp)`.
 fn check_input(
     ty: &str,
-    data: &Value,
-    data_lossless: bool,
+    data: &Data<'_>,
     intent: Intent<'_>,
 ) -> Result<(Option<Value>, Option<Value>)> {
-    if !data_lossless && !data.is_lossless() {
-        return Err(Error::invalid_json(
-            "json.not-lossless",
-            format!("event \"{ty}\" carries data that is not JSON-serializable"),
-        ));
+    if let Data::Value(v, false) = data {
+        if !v.is_lossless() {
+            return Err(Error::invalid_json(
+                "json.not-lossless",
+                format!("event \"{ty}\" carries data that is not JSON-serializable"),
+            ));
+        }
     }
     if ty == REQUEST_HEADER_DELTA {
         return Err(Error::rejected(
@@ -542,13 +666,7 @@ fn check_input(
             "append uses the unsupported legacy request/header-delta format",
         ));
     }
-    if ty == REQUEST_HEADER
-        && data
-            .as_object()
-            .and_then(|d| d.get("reason"))
-            .and_then(Value::as_str)
-            == Some("fallback")
-    {
+    if ty == REQUEST_HEADER && data.reason_is_fallback() {
         return Err(Error::rejected(
             "header.legacy-fallback",
             "append uses the unsupported legacy request/header reason \"fallback\"",
@@ -589,11 +707,9 @@ fn check_input(
 /// (errors.md §3.1 steps 1–3), for a caller that must refuse the append
 /// anyway: it reports the earlier error when there is one.
 pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
-    let (data, lossless) = parse_checked_input(data, "data")?;
     check_input(
         ty,
-        &data,
-        lossless,
+        &Data::from_text(data)?,
         intent.map_or(Intent::None, Intent::Text),
     )
     .map(|_| ())

@@ -3,7 +3,10 @@
 
 use std::collections::HashSet;
 
-use super::event::{is_surface_type, ASSISTANT_MESSAGE, TOOL_RESULT};
+use std::borrow::Cow;
+
+use super::chunked::Chunked;
+use super::event::{is_surface_type, Event, ASSISTANT_MESSAGE, TOOL_RESULT};
 use crate::error::{Error, Result};
 use crate::json::{JsString, Object, Value};
 
@@ -15,17 +18,40 @@ pub struct Candidate<'a> {
     /// The seq, or `None` when it is not a non-negative safe integer.
     pub seq: Option<u64>,
     /// `data` (absent only in malformed pure-fold input).
-    pub data: Option<&'a Value>,
+    pub data: CandidateData<'a>,
     /// `surfaceOp` when the key is present.
     pub op: Option<&'a Value>,
     /// `sourceEventSeqs` when the key is present.
     pub sources: Option<&'a Value>,
 }
 
+/// Where a candidate's `data` comes from: only the tool/result rewrite
+/// rule looks at it, so a committed event's tree is parsed only then.
+#[derive(Debug, Clone, Copy)]
+pub enum CandidateData<'a> {
+    /// No `data` (malformed pure-fold input).
+    Absent,
+    /// A value tree.
+    Value(&'a Value),
+    /// The data of an event (its canonical text).
+    Event(&'a Event),
+}
+
+impl CandidateData<'_> {
+    /// The data as a tree (parsed now for an event without a cached one).
+    pub fn tree(&self) -> Option<Cow<'_, Value>> {
+        match *self {
+            CandidateData::Absent => None,
+            CandidateData::Value(v) => Some(Cow::Borrowed(v)),
+            CandidateData::Event(e) => Some(Cow::Owned(e.parse_data())),
+        }
+    }
+}
+
 /// Read access to the events already in a log, for the tool/result rewrite rule.
 pub trait EventLookup {
     /// `(type, data)` of the event with this seq, if it is in the log (or window).
-    fn type_and_data(&self, seq: u64) -> Option<(&JsString, &Value)>;
+    fn type_and_data(&self, seq: u64) -> Option<(&JsString, CandidateData<'_>)>;
 }
 
 /// The outcome of admission.
@@ -48,10 +74,11 @@ pub enum Plan {
     },
 }
 
-/// The live surface: ordered node seqs and the replace generation.
+/// The live surface: ordered node seqs and the replace generation. The
+/// nodes are chunked, so a fork shares them with its parent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Surface {
-    nodes: Vec<u64>,
+    nodes: Chunked<u64>,
     generation: u64,
 }
 
@@ -85,7 +112,7 @@ impl Surface {
     }
 
     /// The node seqs in model-visible order.
-    pub fn nodes(&self) -> &[u64] {
+    pub fn nodes(&self) -> &Chunked<u64> {
         &self.nodes
     }
 
@@ -174,10 +201,10 @@ impl Surface {
                 ),
             ));
         }
-        let shadowed = &self.nodes[start_idx..=end_idx];
-        check_provenance(c, seq, shadowed)?;
+        let shadowed: Vec<u64> = self.nodes.range(start_idx..=end_idx).copied().collect();
+        check_provenance(c, seq, &shadowed)?;
         if c.ty.is_some_and(|t| t == TOOL_RESULT) {
-            check_tool_result_rewrite(c, shadowed, log)?;
+            check_tool_result_rewrite(c, &shadowed, log)?;
         }
         Ok(Plan::Replace {
             start,
@@ -195,7 +222,10 @@ impl Surface {
             Plan::Replace {
                 start_idx, end_idx, ..
             } => {
-                self.nodes.splice(start_idx..=end_idx, [seq]);
+                let tail: Vec<u64> = self.nodes.iter_from(end_idx + 1).copied().collect();
+                self.nodes.truncate(start_idx);
+                self.nodes.push(seq);
+                self.nodes.extend(tail);
                 self.generation += 1;
             }
         }
@@ -213,7 +243,7 @@ impl Surface {
                 seq,
                 start,
                 end,
-                shadowed: self.nodes[start_idx..=end_idx].to_vec(),
+                shadowed: self.nodes.range(start_idx..=end_idx).copied().collect(),
             }),
             _ => None,
         };
@@ -343,8 +373,9 @@ fn check_tool_result_rewrite(
             ),
         )
     };
-    let mine = RewriteView::of(c.data).ok_or_else(fail)?;
-    let theirs = RewriteView::of(Some(target_data)).ok_or_else(fail)?;
+    let (mine, theirs) = (c.data.tree(), target_data.tree());
+    let mine = RewriteView::of(mine.as_deref()).ok_or_else(fail)?;
+    let theirs = RewriteView::of(theirs.as_deref()).ok_or_else(fail)?;
     if mine == theirs {
         Ok(())
     } else {
@@ -493,10 +524,10 @@ impl Fold {
 }
 
 /// Write `[1,2,3]`.
-pub fn write_seqs(out: &mut String, seqs: &[u64]) {
+pub fn write_seqs<'a>(out: &mut String, seqs: impl IntoIterator<Item = &'a u64>) {
     use std::fmt::Write;
     out.push('[');
-    for (i, s) in seqs.iter().enumerate() {
+    for (i, s) in seqs.into_iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -506,12 +537,15 @@ pub fn write_seqs(out: &mut String, seqs: &[u64]) {
 }
 
 /// An explicit log given as JSON values (the pure fold's input).
-struct ValueLog<'a>(&'a [Value]);
+pub struct ValueLog<'a>(pub &'a [Value]);
 
 impl EventLookup for ValueLog<'_> {
-    fn type_and_data(&self, seq: u64) -> Option<(&JsString, &Value)> {
+    fn type_and_data(&self, seq: u64) -> Option<(&JsString, CandidateData<'_>)> {
         let obj = self.0.get(usize::try_from(seq).ok()?)?.as_object()?;
-        Some((obj.get("type")?.as_js_str()?, obj.get("data")?))
+        Some((
+            obj.get("type")?.as_js_str()?,
+            CandidateData::Value(obj.get("data")?),
+        ))
     }
 }
 
@@ -522,7 +556,7 @@ pub fn candidate_of(v: &Value) -> Candidate<'_> {
     Candidate {
         ty: get("type").and_then(Value::as_js_str),
         seq: get("seq").and_then(Value::as_safe_u64),
-        data: get("data"),
+        data: get("data").map_or(CandidateData::Absent, CandidateData::Value),
         op: get("surfaceOp"),
         sources: get("sourceEventSeqs"),
     }

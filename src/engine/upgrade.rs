@@ -120,6 +120,22 @@ fn message_id(e: &Value) -> Option<JsString> {
         .cloned()
 }
 
+/// Whether the legacy rewrites leave the event `e` as it is and raise no
+/// error, decided without the rest of the log: true for every event of
+/// the current format except turn events, which are checked here, and
+/// the legacy-only types (`steering/message`, retired vocabulary), which
+/// are not. Message events are the caller's: one that passes the `msg.*`
+/// rules is never rewritten.
+pub fn is_current_turn_event(e: &Value) -> bool {
+    let mut copy = e.clone();
+    let unchanged = |c: &Value| c == e;
+    match ty_of(e) {
+        Some(TURN_START) => upgrade_turn_start(&mut copy).is_ok() && unchanged(&copy),
+        Some(TURN_END) => upgrade_turn_end(&mut copy).is_ok() && unchanged(&copy),
+        _ => false,
+    }
+}
+
 /// Apply the four legacy rewrites (turn/start → turn/end → steering →
 /// message) to every event, in order.
 pub fn upgrade(sid: &str, events: Vec<Value>) -> Result<Vec<Value>> {

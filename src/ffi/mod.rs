@@ -60,6 +60,14 @@ pub struct dsh_buf {
 }
 
 /// Fill `*out` (if `out` is not NULL) with `text`, overwriting what was there.
+/// `text` copied once into a string with room for the terminating NUL
+/// [`write_out`] adds (so handing it over does not copy again).
+pub(crate) fn out_text(text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 1);
+    s.push_str(text);
+    s
+}
+
 fn write_out(out: *mut dsh_buf, text: String) {
     if out.is_null() {
         return;

@@ -3,7 +3,9 @@
 use std::ffi::c_char;
 
 use super::handles;
-use super::{arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, null_arg, opt_str};
+use super::{
+    arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, null_arg, opt_str, out_text,
+};
 use crate::engine::event::events_to_json;
 use crate::engine::surface::write_seqs;
 use crate::error::Result;
@@ -200,7 +202,7 @@ pub unsafe extern "C" fn dsh_session_append(
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
         let (ty, data, intent) = unsafe { event_args(type_, data_json, intent_json)? };
-        Ok(s.append(ty, data, intent)?.to_json())
+        Ok(out_text(s.append(ty, data, intent)?.text()))
     })
 }
 
@@ -247,7 +249,7 @@ pub unsafe extern "C" fn dsh_session_validate(
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
         let (ty, data, intent) = unsafe { event_args(type_, data_json, intent_json)? };
-        Ok(s.validate(ty, data, intent)?.to_json())
+        Ok(out_text(s.validate(ty, data, intent)?.text()))
     })
 }
 
@@ -316,7 +318,7 @@ pub unsafe extern "C" fn dsh_session_events(
             let to = to_seq.min(len);
             let from = from_seq.min(to);
             Ok(events_to_json(
-                s.events()[from as usize..to as usize].iter().map(|e| &**e),
+                s.events().range(from as usize..to as usize).map(|e| &**e),
             ))
         })
     })

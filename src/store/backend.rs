@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
+use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::Result;
-use crate::json::Value;
+use crate::json::{self, canon, Value};
 
 /// A torn tail found by a read, to be cut by [`Backend::commit_repair`].
 #[derive(Debug, Clone, PartialEq)]
@@ -21,18 +22,113 @@ pub struct Torn {
     pub recovered: usize,
 }
 
+/// One stored event as read back.
+#[derive(Debug, Clone)]
+pub enum Stored {
+    /// The event's JSON text, canonical JSON unless the open path finds
+    /// otherwise (it checks): it becomes the event's text, no tree is built.
+    Canonical(Box<str>),
+    /// The event as a JSON value (non-canonical text, expanded rows).
+    Value(Value),
+}
+
+impl Stored {
+    /// A decoded value (an expanded packed row): kept as its canonical text
+    /// when that is lossless, so the open path needs no tree for it.
+    pub fn decoded(value: Value) -> Stored {
+        if value.is_lossless() {
+            let mut text = String::with_capacity(160);
+            value.write_json(&mut text);
+            Stored::Canonical(text.into_boxed_str())
+        } else {
+            Stored::Value(value)
+        }
+    }
+
+    /// The event as a JSON value.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Stored::Canonical(t) => json::parse(t).expect("checked canonical JSON"),
+            Stored::Value(v) => v.clone(),
+        }
+    }
+
+    /// The event as a JSON value, consuming it.
+    pub fn into_value(self) -> Value {
+        match self {
+            Stored::Canonical(t) => json::parse(&t).expect("checked canonical JSON"),
+            Stored::Value(v) => v,
+        }
+    }
+
+    /// The stored `seq` when it is a non-negative safe integer.
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            Stored::Canonical(t) => {
+                let n = canon::member(t, "seq")?;
+                if n.is_empty() || n.len() > 16 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                n.parse()
+                    .ok()
+                    .filter(|&n| n <= crate::engine::event::MAX_SAFE)
+            }
+            Stored::Value(v) => v.as_object()?.get("seq")?.as_safe_u64(),
+        }
+    }
+
+    /// Whether the stored `type` is the string `ty` (plain, escape-free).
+    pub fn is_type(&self, ty: &str) -> bool {
+        match self {
+            Stored::Canonical(t) => {
+                canon::member(t, "type")
+                    .and_then(|q| q.strip_prefix('"'))
+                    .and_then(|q| q.strip_suffix('"'))
+                    == Some(ty)
+            }
+            Stored::Value(v) => v
+                .as_object()
+                .and_then(|o| o.get("type"))
+                .and_then(Value::as_js_str)
+                .is_some_and(|t| t == ty),
+        }
+    }
+}
+
+impl PartialEq for Stored {
+    fn eq(&self, other: &Stored) -> bool {
+        self.to_value() == other.to_value()
+    }
+}
+
+impl PartialEq<Value> for Stored {
+    fn eq(&self, other: &Value) -> bool {
+        match self {
+            Stored::Value(v) => v == other,
+            Stored::Canonical(_) => self.to_value() == *other,
+        }
+    }
+}
+
 /// A stored session as read back.
 #[derive(Debug, Clone)]
 pub struct Loaded {
     /// The session header (events.md §8 key order), as stored.
     pub header: Value,
-    /// The events of the valid, contiguous prefix (seq 0, 1, …) as JSON
-    /// objects in their stored key order. Not lossless-checked (restore mode).
-    pub events: Vec<Value>,
+    /// The events of the valid, contiguous prefix (seq 0, 1, …) in their
+    /// stored key order. Not lossless-checked (restore mode).
+    pub events: Vec<Stored>,
     /// A torn tail after that prefix, if any.
     pub torn: Option<Torn>,
     /// The revision token (changes exactly when the stored log changes).
     pub revision: String,
+}
+
+impl Loaded {
+    /// The events as JSON values (tools that inspect a log value by value).
+    pub fn values(&self) -> Vec<Value> {
+        self.events.iter().map(Stored::to_value).collect()
+    }
 }
 
 /// One row of `list`.
@@ -63,6 +159,12 @@ pub trait Backend: Send {
     /// exist yet: create it with the header and these events atomically.
     /// Durable when it returns; on failure nothing is stored.
     fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()>;
+
+    /// [`Backend::append`] of a chunked log (a new session's seed is
+    /// handed over shared). The default copies it into one slice.
+    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
+        self.append(header, &events.to_vec(), materialize)
+    }
 
     /// Remove a stored session (its log and header). Returns whether
     /// anything was stored under `id`.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::engine::event::MAX_SAFE;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
-use crate::json::{JsString, Object, Value};
+use crate::json::{canon, Object, Value};
 
 /// `text-chunks`.
 pub const TEXT_TAG: &str = "text-chunks";
@@ -59,8 +59,9 @@ pub struct PackedRow {
     pub seq0: u64,
     /// Time of the first member.
     pub time0: i64,
-    /// The row data object (`turn, step, index, dt, texts` or `turn, step, index, dt, id, name?, args`).
-    pub data: Value,
+    /// The row data object as JSON text (`turn, step, index, dt, texts` or
+    /// `turn, step, index, dt, id, name?, args`).
+    pub data: String,
 }
 
 impl PackedRow {
@@ -68,10 +69,7 @@ impl PackedRow {
     pub fn to_json(&self) -> String {
         format!(
             "{{\"type\":\"{}\",\"seq0\":{},\"time0\":{},\"data\":{}}}",
-            self.tag,
-            self.seq0,
-            self.time0,
-            self.data.to_json()
+            self.tag, self.seq0, self.time0, self.data
         )
     }
 }
@@ -92,70 +90,96 @@ enum Kind {
     Tool,
 }
 
-/// The packable view of one event, if it is eligible (§6.4).
+/// The packable view of one event, if it is eligible (§6.4), read from
+/// the event's canonical text: numbers and strings are held as their JSON
+/// text (canonical text is equal exactly when the values are).
 struct Delta<'a> {
     kind: Kind,
     seq: u64,
     time: i64,
-    turn: &'a Value,
-    step: &'a Value,
-    index: &'a Value,
-    id: Option<&'a JsString>,
-    name: Option<&'a JsString>,
-    member: &'a JsString,
+    turn: &'a str,
+    step: &'a str,
+    index: &'a str,
+    id: Option<&'a str>,
+    name: Option<&'a str>,
+    member: &'a str,
 }
 
 fn keys_are(o: &Object, keys: &[&str]) -> bool {
     o.len() == keys.len() && keys.iter().all(|k| o.contains_key(k))
 }
 
+/// The members of canonical object text when its keys are exactly `keys`
+/// (in any order), each value in the position of its key.
+fn members_exactly<'a, const N: usize>(obj: &'a str, keys: [&str; N]) -> Option<[&'a str; N]> {
+    let mut out = [""; N];
+    let mut seen = 0;
+    for (k, v) in canon::members(obj)? {
+        let at = keys.iter().position(|&want| want == k)?;
+        if !out[at].is_empty() {
+            return None;
+        }
+        out[at] = v;
+        seen += 1;
+    }
+    (seen == N).then_some(out)
+}
+
+fn is_number(text: &str) -> bool {
+    text.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+}
+
+fn is_string(text: &str) -> bool {
+    text.starts_with('"')
+}
+
 fn delta(e: &Event) -> Option<Delta<'_>> {
-    if e.ty != "assistant/chunk" || e.sources.is_some() || e.op.is_some() || e.ignorable {
+    if e.ty != "assistant/chunk"
+        || e.sources_text().is_some()
+        || e.op_text().is_some()
+        || e.ignorable
+    {
         return None;
     }
-    let data = e.data.as_object()?;
-    if !keys_are(data, &["turn", "step", "chunk"]) {
+    let [turn, step, chunk] = members_exactly(e.data_text(), ["turn", "step", "chunk"])?;
+    if !is_number(turn) || !is_number(step) {
         return None;
     }
-    let (turn, step) = (data.get("turn")?, data.get("step")?);
-    if turn.as_f64().is_none() || step.as_f64().is_none() {
+    let index = canon::member(chunk, "index")?;
+    let ty = canon::member(chunk, "type")?;
+    if !is_number(index) {
         return None;
     }
-    let chunk = data.get("chunk")?.as_object()?;
-    let index = chunk.get("index")?;
-    index.as_f64()?;
-    let ty = chunk.get("type")?.as_str()?;
     let (kind, id, name, member) = match ty {
-        "text-delta" | "reasoning-delta" => {
-            if !keys_are(chunk, &["type", "index", "text"]) {
-                return None;
-            }
-            let kind = if ty == "text-delta" {
+        "\"text-delta\"" | "\"reasoning-delta\"" => {
+            let [_, _, text] = members_exactly(chunk, ["type", "index", "text"])?;
+            let kind = if ty == "\"text-delta\"" {
                 Kind::Text
             } else {
                 Kind::Reasoning
             };
-            (kind, None, None, chunk.get("text")?.as_js_str()?)
+            (kind, None, None, text)
         }
-        "tool-call-delta" => {
-            let with_name = keys_are(chunk, &["type", "index", "id", "name", "argumentsDelta"]);
-            if !with_name && !keys_are(chunk, &["type", "index", "id", "argumentsDelta"]) {
+        "\"tool-call-delta\"" => {
+            let (id, name, args) =
+                match members_exactly(chunk, ["type", "index", "id", "name", "argumentsDelta"]) {
+                    Some([_, _, id, name, args]) => (id, Some(name), args),
+                    None => {
+                        let [_, _, id, args] =
+                            members_exactly(chunk, ["type", "index", "id", "argumentsDelta"])?;
+                        (id, None, args)
+                    }
+                };
+            if !is_string(id) || !name.is_none_or(is_string) {
                 return None;
             }
-            let name = if with_name {
-                Some(chunk.get("name")?.as_js_str()?)
-            } else {
-                None
-            };
-            (
-                Kind::Tool,
-                Some(chunk.get("id")?.as_js_str()?),
-                name,
-                chunk.get("argumentsDelta")?.as_js_str()?,
-            )
+            (Kind::Tool, Some(id), name, args)
         }
         _ => return None,
     };
+    if !is_string(member) {
+        return None;
+    }
     Some(Delta {
         kind,
         seq: e.seq,
@@ -181,47 +205,60 @@ fn continues(prev: &Delta<'_>, next: &Delta<'_>) -> bool {
         && next.name == prev.name
 }
 
+/// The row's data text: `{"turn","step","index","dt",("texts" | "id","name"?,"args")}`.
 fn row_of(run: &[Delta<'_>]) -> PackedRow {
+    use std::fmt::Write;
     let first = &run[0];
-    let dt: Vec<Value> = run
-        .windows(2)
-        .map(|w| Value::Number((w[1].time - w[0].time) as f64))
-        .collect();
-    let members: Vec<Value> = run
-        .iter()
-        .map(|d| Value::String(d.member.clone()))
-        .collect();
-    let mut data = Object::new();
-    data.insert_str("turn", first.turn.clone());
-    data.insert_str("step", first.step.clone());
-    data.insert_str("index", first.index.clone());
-    data.insert_str("dt", Value::Array(dt));
+    let members: usize = run.iter().map(|d| d.member.len() + 1).sum();
+    let mut data = String::with_capacity(members + run.len() * 4 + 96);
+    let _ = write!(
+        data,
+        "{{\"turn\":{},\"step\":{},\"index\":{},\"dt\":[",
+        first.turn, first.step, first.index
+    );
+    for (i, w) in run.windows(2).enumerate() {
+        if i > 0 {
+            data.push(',');
+        }
+        // A difference of two safe integers is exact as a double.
+        Value::Number((w[1].time - w[0].time) as f64).write_json(&mut data);
+    }
+    data.push(']');
     let tag = match first.kind {
         Kind::Text => TEXT_TAG,
         Kind::Reasoning => REASONING_TAG,
         Kind::Tool => TOOL_TAG,
     };
     if first.kind == Kind::Tool {
-        data.insert_str("id", Value::String(first.id.cloned().unwrap_or_default()));
+        data.push_str(",\"id\":");
+        data.push_str(first.id.unwrap_or("\"\""));
         if let Some(name) = first.name {
-            data.insert_str("name", Value::String(name.clone()));
+            data.push_str(",\"name\":");
+            data.push_str(name);
         }
-        data.insert_str("args", Value::Array(members));
+        data.push_str(",\"args\":[");
     } else {
-        data.insert_str("texts", Value::Array(members));
+        data.push_str(",\"texts\":[");
     }
+    for (i, d) in run.iter().enumerate() {
+        if i > 0 {
+            data.push(',');
+        }
+        data.push_str(d.member);
+    }
+    data.push_str("]}");
     PackedRow {
         tag,
         seq0: first.seq,
         time0: first.time,
-        data: Value::Object(data),
+        data,
     }
 }
 
 fn fits(row: &PackedRow, bounds: Bounds) -> bool {
     bounds
         .max_data_bytes
-        .is_none_or(|max| row.data.to_json().len() <= max)
+        .is_none_or(|max| row.data.len() <= max)
 }
 
 /// Split one maximal run into rows and plain events (§7.5).

@@ -99,9 +99,12 @@ pub fn copy_session(
             .by_ref()
             .take(BATCH)
             .map(|(i, v)| {
-                Event::from_envelope(v, &format!("session \"{id}\" event at seq {i}"))
-                    .map(Arc::new)
-                    .map_err(|e| e.at_index(i))
+                Event::from_envelope(
+                    v.into_value(),
+                    &format!("session \"{id}\" event at seq {i}"),
+                )
+                .map(Arc::new)
+                .map_err(|e| e.at_index(i))
             })
             .collect();
         let result = batch.and_then(|batch| {

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::backend::{header_id, Backend, Listed, Loaded, Torn};
+use super::backend::{header_id, Backend, Listed, Loaded, Stored as StoredEvent, Torn};
+use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -11,7 +12,7 @@ use crate::json::Value;
 #[derive(Debug)]
 struct Stored {
     header: Value,
-    events: Vec<Arc<Event>>,
+    events: Log,
     revision: u64,
 }
 
@@ -47,7 +48,11 @@ impl Backend for MemoryBackend {
     fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
         Ok(self.sessions.get(id).map(|s| Loaded {
             header: s.header.clone(),
-            events: s.events.iter().map(|e| e.to_value()).collect(),
+            events: s
+                .events
+                .iter()
+                .map(|e| StoredEvent::Canonical(e.text().into()))
+                .collect(),
             torn: None,
             revision: s.revision.to_string(),
         }))
@@ -58,6 +63,11 @@ impl Backend for MemoryBackend {
     }
 
     fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        self.append_log(header, &Log::from(events.to_vec()), materialize)
+    }
+
+    /// Shares the chunks of `events` (a fork's seed is not copied).
+    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
         let id = header_id(header);
         if materialize {
             if self.sessions.contains_key(id) {
@@ -67,12 +77,12 @@ impl Backend for MemoryBackend {
                     format!("session \"{id}\" already has a persisted log; open it instead"),
                 ));
             }
-            check_contiguous(id, 0, events)?;
+            check_ends(id, 0, events)?;
             self.sessions.insert(
                 id.to_string(),
                 Stored {
                     header: header.clone(),
-                    events: events.to_vec(),
+                    events: events.clone(),
                     revision: 1,
                 },
             );
@@ -85,8 +95,8 @@ impl Backend for MemoryBackend {
                 format!("session \"{id}\" not found"),
             )
         })?;
-        check_contiguous(id, stored.events.len() as u64, events)?;
-        stored.events.extend_from_slice(events);
+        check_ends(id, stored.events.len() as u64, events)?;
+        stored.events.extend(events.iter().cloned());
         stored.revision += 1;
         Ok(())
     }
@@ -108,9 +118,25 @@ impl Backend for MemoryBackend {
     }
 }
 
+/// [`check_contiguous`] for a session's log, whose events carry their
+/// index as seq by construction: its first and last event must continue
+/// the stored log (O(1), so a fork's shared seed is not walked).
+fn check_ends(id: &str, next: u64, events: &Log) -> Result<()> {
+    let n = events.len();
+    match (events.first(), events.last()) {
+        (Some(first), Some(last)) if first.seq == next && last.seq == next + n as u64 - 1 => Ok(()),
+        (None, _) => Ok(()),
+        _ => check_contiguous(id, next, events),
+    }
+}
+
 /// `persist.append-seq-mismatch`: a batch must continue the stored log at `next`.
-pub fn check_contiguous(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
-    for (i, e) in events.iter().enumerate() {
+pub fn check_contiguous<'a>(
+    id: &str,
+    next: u64,
+    events: impl IntoIterator<Item = &'a Arc<Event>>,
+) -> Result<()> {
+    for (i, e) in events.into_iter().enumerate() {
         if e.seq != next + i as u64 {
             return Err(Error::new(
                 Status::Conflict,

@@ -17,7 +17,7 @@ pub mod writer;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use backend::{Backend, Listed, Loaded, Torn};
+pub use backend::{Backend, Listed, Loaded, Stored, Torn};
 pub use config::{BackendConfig, CreateOptions, ForkOptions, StoreConfig};
 pub use session::LiveSession;
 
@@ -207,21 +207,12 @@ impl Store {
             self.check_new_id(id, "fork.child-exists")
                 .map_err(|e| e.with_code("SESSION_ALREADY_EXISTS"))?;
         }
-        let prefix = source.fork_prefix(boundary)?;
+        let len = source.fork_len(boundary)?;
         let id = match child_id {
             Some(id) => id,
             None => self.mint_id()?,
         };
-        let now = now_ms();
-        let header = source.fork_header(&id, prefix.len(), now);
-        let child = Session::from_seed(
-            &id,
-            header,
-            Seed::Events(prefix),
-            SeedMode::Snapshot,
-            source.markers(),
-            now,
-        )?;
+        let child = source.fork(len, &id, now_ms())?;
         self.register(child, false)
     }
 
@@ -242,7 +233,7 @@ impl Store {
         let stored_len = stored.then_some(session.events().len() as u64);
         self.writer.track(&id, session.header(), stored_len);
         if !stored {
-            if let Err(e) = self.writer.enqueue(&id, session.events()) {
+            if let Err(e) = self.writer.enqueue_log(&id, session.events()) {
                 self.release(&id);
                 return Err(e);
             }
@@ -278,12 +269,16 @@ impl Store {
         let session = restored.session;
         // Everything after the stored prefix (recovered torn events, closers,
         // the end-seed marker) is written before the handle is returned.
-        let tail = &session.events()[restored.durable..];
+        let tail: Vec<Arc<Event>> = session
+            .events()
+            .iter_from(restored.durable)
+            .cloned()
+            .collect();
         if loaded.torn.is_some() || !tail.is_empty() {
             lock_backend(&self.backend).commit_repair(
                 &loaded.header,
                 loaded.torn.as_ref(),
-                tail,
+                &tail,
             )?;
         }
         let live = self.register(session, true)?;
@@ -304,15 +299,16 @@ impl Store {
         let restored = restore_taking(id, &mut loaded)?;
         // The stored events and the closers, without the end-seed marker the
         // constructor may have added.
-        let events = &restored.session.events()[..restored.stored + restored.closers.len()];
+        let events = restored
+            .session
+            .events()
+            .range(..restored.stored + restored.closers.len());
         let mut out = String::from("{\"header\":");
         out.push_str(&loaded.header.to_json());
         out.push_str(",\"revision\":");
         out.push_str(&Value::str(&loaded.revision).to_json());
         out.push_str(&format!(",\"torn\":{},\"events\":", loaded.torn.is_some()));
-        out.push_str(&crate::engine::event::events_to_json(
-            events.iter().map(|e| &**e),
-        ));
+        out.push_str(&crate::engine::event::events_to_json(events.map(|e| &**e)));
         out.push_str(",\"repair\":");
         out.push_str(&crate::engine::event::events_to_json(
             restored.closers.iter().map(|e| &**e),
@@ -381,7 +377,55 @@ pub fn restore_taking(id: &str, loaded: &mut Loaded) -> Result<Restored> {
     restore_events(id, loaded, events)
 }
 
-fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Value>) -> Result<Restored> {
+/// The stored events as engine events without value trees, when every one
+/// is canonical text of the current format that the restore rules accept
+/// as it is (no retired vocabulary, no legacy rewrite, `msg.*` rules pass).
+/// Anything else gives the events back for the value path, which reports
+/// errors in the reference's order.
+fn fast_events(stored: Vec<Stored>) -> std::result::Result<Vec<Event>, Vec<Stored>> {
+    let mut events: Vec<Event> = Vec::with_capacity(stored.len());
+    let mut rest = stored.into_iter();
+    while let Some(item) = rest.next() {
+        let accepted = match item {
+            Stored::Canonical(text) => match Event::from_canonical_text(text) {
+                Ok(e) if current_format(&e) => Ok(e),
+                Ok(e) => Err(Stored::Canonical(e.text().into())),
+                Err(text) => Err(Stored::Canonical(text)),
+            },
+            other => Err(other),
+        };
+        match accepted {
+            Ok(e) => events.push(e),
+            Err(item) => {
+                let mut back: Vec<Stored> = events
+                    .into_iter()
+                    .map(|e| Stored::Canonical(e.text().into()))
+                    .collect();
+                back.push(item);
+                back.extend(rest);
+                return Err(back);
+            }
+        }
+    }
+    Ok(events)
+}
+
+/// Whether the restore rules take `e` as it is (see [`fast_events`]).
+fn current_format(e: &Event) -> bool {
+    use crate::engine::event::{REQUEST_HEADER, REQUEST_HEADER_DELTA, TURN_END, TURN_START};
+    if e.ty == TURN_START || e.ty == TURN_END {
+        return upgrade::is_current_turn_event(&e.to_value());
+    }
+    if e.ty == REQUEST_HEADER {
+        return crate::json::canon::member(e.data_text(), "reason") != Some("\"fallback\"");
+    }
+    if e.ty == "steering/message" || e.ty == "mode/set" || e.ty == REQUEST_HEADER_DELTA {
+        return false;
+    }
+    seed::check_event_message(e, &String::new).is_ok()
+}
+
+fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Restored> {
     let header = &loaded.header;
     let stored_id = header
         .as_object()
@@ -432,16 +476,23 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Value>) -> Result<Resto
             )
         }
     };
-    upgrade::refuse_retired(id, &stored).map_err(wrap)?;
-    let values = upgrade::upgrade(id, stored).map_err(wrap)?;
-    let mut events = Vec::with_capacity(values.len());
-    for (i, v) in values.into_iter().enumerate() {
-        let subject = || format!("session event at seq {i}");
-        let e = Event::from_envelope(v, "stored event")
-            .map_err(|e| wrap(e.prefixed(&format!("{}: ", subject()))))?;
-        seed::check_event_message(&e, &subject).map_err(wrap)?;
-        events.push(e);
-    }
+    let events = match fast_events(stored) {
+        Ok(events) => events,
+        Err(stored) => {
+            let stored: Vec<Value> = stored.into_iter().map(Stored::into_value).collect();
+            upgrade::refuse_retired(id, &stored).map_err(wrap)?;
+            let values = upgrade::upgrade(id, stored).map_err(wrap)?;
+            let mut events = Vec::with_capacity(values.len());
+            for (i, v) in values.into_iter().enumerate() {
+                let subject = || format!("session event at seq {i}");
+                let e = Event::from_envelope(v, "stored event")
+                    .map_err(|e| wrap(e.prefixed(&format!("{}: ", subject()))))?;
+                seed::check_event_message(&e, &subject).map_err(wrap)?;
+                events.push(e);
+            }
+            events
+        }
+    };
     upgrade::check_known_types(id, &events)?;
     let closers: Vec<Arc<Event>> = repair::closers(&events).into_iter().map(Arc::new).collect();
     let stored = events.len();

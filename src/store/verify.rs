@@ -21,7 +21,7 @@ use super::backend::{header_id, Backend, Loaded};
 use super::jsonl::encode_segment;
 use crate::engine::event::{Event, TURN_END, TURN_START};
 use crate::engine::seed::{self, SeedMode};
-use crate::engine::surface::{candidate_of, EventLookup, Markers, Surface};
+use crate::engine::surface::{candidate_of, Markers, Surface, ValueLog};
 use crate::engine::upgrade;
 use crate::error::{Error, Status};
 use crate::json::{JsString, Value};
@@ -209,7 +209,12 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str) -> SessionReport {
         Ok(restored) if !restored.closers.is_empty() => {
             report.problems.push(interrupted(
                 id,
-                &restored.session.events()[..restored.durable],
+                &restored
+                    .session
+                    .events()
+                    .range(..restored.durable)
+                    .cloned()
+                    .collect::<Vec<_>>(),
                 &restored.closers,
             ));
         }
@@ -261,7 +266,7 @@ fn interrupted(id: &str, stored: &[Arc<Event>], closers: &[Arc<Event>]) -> Probl
         .find(|e| e.ty == TURN_START || e.ty == TURN_END)
         .filter(|e| e.ty == TURN_START);
     let turn = start
-        .and_then(|e| e.data.as_object())
+        .and_then(|e| e.data().as_object())
         .and_then(|d| d.get("turn"))
         .map_or_else(|| "?".to_string(), Value::to_json);
     let list: Vec<String> = closers
@@ -289,16 +294,6 @@ fn dedupe(problems: &mut Vec<Problem>) {
     problems.retain(|p| seen.insert((p.inner_rule(), p.seq)));
 }
 
-/// A log of JSON values as the surface's lookup.
-struct ValueLog<'a>(&'a [Value]);
-
-impl EventLookup for ValueLog<'_> {
-    fn type_and_data(&self, seq: u64) -> Option<(&JsString, &Value)> {
-        let obj = self.0.get(usize::try_from(seq).ok()?)?.as_object()?;
-        Some((obj.get("type")?.as_js_str()?, obj.get("data")?))
-    }
-}
-
 /// The restore rules, event by event, collecting every failure: header,
 /// retired vocabulary, legacy upgrade, envelope, message shape, known
 /// types, seed admission and surface admission.
@@ -315,7 +310,7 @@ fn check_events(id: &str, loaded: &Loaded) -> Vec<Problem> {
     if let Err(e) = super::restore(id, &header_only) {
         found(e, None);
     }
-    let values = upgraded(id, &loaded.events, &mut found);
+    let values = upgraded(id, &loaded.values(), &mut found);
     let mut surface = Surface::new();
     for (i, v) in values.iter().enumerate() {
         let seq = Some(i as u64);

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::backend::Backend;
+use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result};
 use crate::json::Value;
@@ -34,7 +35,7 @@ pub fn lock_backend(b: &SharedBackend) -> MutexGuard<'_, Box<dyn Backend>> {
 struct Pending {
     header: Option<Arc<Value>>,
     materialized: bool,
-    events: Vec<Arc<Event>>,
+    events: Log,
     /// The seq the next written event must have.
     next_seq: u64,
     /// Events handed to the writer so far / written durably so far.
@@ -150,12 +151,12 @@ impl Writer {
             return Ok(());
         }
         if self.thread.is_none() {
-            return self.write_now(id, events);
+            return self.write_now(id, &Log::from(events.to_vec()));
         }
         {
             let mut st = self.shared.lock();
             let p = st.sessions.entry(id.to_string()).or_default();
-            p.events.extend_from_slice(events);
+            p.events.extend(events.iter().cloned());
             p.enqueued += events.len() as u64;
             st.pending += events.len();
             st.paused = false;
@@ -167,9 +168,37 @@ impl Writer {
         Ok(())
     }
 
+    /// Queue a whole log of `id` (a new session's seed): shared with the
+    /// session, not copied, when nothing else is queued for it.
+    pub fn enqueue_log(&self, id: &str, log: &Log) -> Result<()> {
+        if log.is_empty() {
+            return Ok(());
+        }
+        if self.thread.is_none() {
+            return self.write_now(id, log);
+        }
+        {
+            let mut st = self.shared.lock();
+            let p = st.sessions.entry(id.to_string()).or_default();
+            if p.events.is_empty() {
+                p.events = log.clone();
+            } else {
+                p.events.extend(log.iter().cloned());
+            }
+            p.enqueued += log.len() as u64;
+            st.pending += log.len();
+            st.paused = false;
+            if st.deadline.is_none() {
+                st.deadline = Some(Instant::now() + self.shared.window);
+                self.shared.wake.notify_all();
+            }
+        }
+        Ok(())
+    }
+
     /// Zero window: write on the caller's thread; on failure nothing is kept
     /// (the caller undoes the append).
-    fn write_now(&self, id: &str, events: &[Arc<Event>]) -> Result<()> {
+    fn write_now(&self, id: &str, events: &Log) -> Result<()> {
         let mut st = self.shared.lock();
         while st.busy {
             st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -184,7 +213,7 @@ impl Writer {
         };
         st.busy = true;
         drop(st);
-        let result = lock_backend(&self.shared.backend).append(&header, events, !materialized);
+        let result = lock_backend(&self.shared.backend).append_log(&header, events, !materialized);
         let mut st = self.shared.lock();
         st.busy = false;
         if result.is_ok() {
@@ -265,7 +294,7 @@ impl Drop for Writer {
 }
 
 /// `persist.append-seq-mismatch`: a batch must continue the stored log.
-fn check_continues(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
+fn check_continues(id: &str, next: u64, events: &Log) -> Result<()> {
     crate::store::memory::check_contiguous(id, next, events)
 }
 
@@ -297,7 +326,7 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
         let mut backend = lock_backend(&shared.backend);
         for (id, header, materialized, next_seq, events) in jobs {
             let r = check_continues(&id, next_seq, &events)
-                .and_then(|()| backend.append(&header, &events, !materialized));
+                .and_then(|()| backend.append_log(&header, &events, !materialized));
             results.push((id, events, r));
         }
     }
@@ -317,7 +346,7 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
             Err(e) => {
                 // Put the batch back in front of what arrived meanwhile.
                 let mut back = events;
-                back.append(&mut p.events);
+                back.extend(p.events.iter().cloned());
                 p.events = back;
                 p.failure = Some(e.clone());
                 p.failures += 1;
@@ -508,7 +537,7 @@ mod tests {
         w.flush("s").unwrap();
         let loaded = lock_backend(&backend).load("s").unwrap().unwrap();
         let seqs: Vec<f64> = loaded
-            .events
+            .values()
             .iter()
             .map(|e| e.as_object().unwrap().get("seq").unwrap().as_f64().unwrap())
             .collect();

@@ -373,5 +373,6 @@ pub fn load(backend: &BackendConfig, id: &str) -> (Value, Vec<Value>) {
     let mut b = backend.open().expect("backend");
     let loaded = b.load(id).expect("load").expect("stored");
     assert!(loaded.torn.is_none());
-    (loaded.header, loaded.events)
+    let events = loaded.values();
+    (loaded.header, events)
 }

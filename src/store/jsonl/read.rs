@@ -23,7 +23,7 @@ pub struct Decoded {
     /// The header (events.md §8 key order, `delegationDepth` present).
     pub header: Value,
     /// The valid contiguous prefix.
-    pub events: Vec<Value>,
+    pub events: Vec<crate::store::backend::Stored>,
     /// The torn tail, if any.
     pub torn: Option<Torn>,
 }

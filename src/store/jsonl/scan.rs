@@ -4,14 +4,15 @@
 
 use crate::engine::event::TURN_END;
 use crate::error::{Error, Result, Status};
-use crate::json::{self, Value};
-use crate::store::chunk_rows::decode_jsonl_record;
+use crate::json::{self, canon, Value};
+use crate::store::backend::Stored;
+use crate::store::chunk_rows::{decode_jsonl_record, is_tag};
 
 /// Scanner state over the records after the header line.
 #[derive(Debug)]
 pub struct Scanner {
     /// Events of the valid contiguous prefix.
-    pub events: Vec<Value>,
+    pub events: Vec<Stored>,
     /// Bytes fed so far, up to the end of the last accepted line.
     pub committed: usize,
     /// Bytes fed so far, up to the end of the last complete line.
@@ -24,19 +25,23 @@ pub struct Scanner {
     pending: Vec<u8>,
 }
 
-fn has_turn_end(events: &[Value]) -> bool {
-    events.iter().any(|e| {
-        e.as_object()
-            .and_then(|o| o.get("type"))
-            .and_then(Value::as_str)
-            == Some(TURN_END)
-    })
+fn has_turn_end(events: &[Stored]) -> bool {
+    events.iter().any(|e| e.is_type(TURN_END))
 }
 
-fn seq_of(e: &Value) -> Option<u64> {
-    e.as_object()
-        .and_then(|o| o.get("seq"))
-        .and_then(Value::as_safe_u64)
+/// A plain event record kept as its canonical text, when the line is one
+/// (no tree is built); `None` sends the line through the value decoder.
+fn canonical_event(line: &[u8]) -> Option<Stored> {
+    let text = std::str::from_utf8(line).ok()?;
+    if !canon::is_canonical(text) {
+        return None;
+    }
+    let ty = canon::member(text, "type")?;
+    let plain = ty
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .is_some_and(|t| !t.contains('\\') && !is_tag(t));
+    plain.then(|| Stored::Canonical(text.into()))
 }
 
 impl Scanner {
@@ -91,9 +96,25 @@ impl Scanner {
     }
 
     fn record(&mut self, line: &[u8], end: usize) -> Result<()> {
-        let decoded = json::parse(&String::from_utf8_lossy(line))
-            .ok()
-            .and_then(|record| decode_jsonl_record(record).ok());
+        let decoded = match canonical_event(line) {
+            Some(event) => Some(vec![event]),
+            None => json::parse(&String::from_utf8_lossy(line))
+                .ok()
+                .and_then(|record| decode_jsonl_record(record).ok())
+                .map(|events| {
+                    let row = events.len() != 1;
+                    events
+                        .into_iter()
+                        .map(|e| {
+                            if row {
+                                Stored::decoded(e)
+                            } else {
+                                Stored::Value(e)
+                            }
+                        })
+                        .collect()
+                }),
+        };
         let Some(events) = decoded else {
             if self.issue.is_none() {
                 self.issue = Some(Error::new(
@@ -117,9 +138,10 @@ impl Scanner {
         let gap = events
             .iter()
             .enumerate()
-            .find(|(k, e)| seq_of(e) != Some(next + *k as u64));
+            .find(|(k, e)| e.seq() != Some(next + *k as u64));
         if let Some((k, e)) = gap {
             let got = e
+                .to_value()
                 .as_object()
                 .and_then(|o| o.get("seq"))
                 .map_or_else(|| "undefined".to_string(), Value::to_json);

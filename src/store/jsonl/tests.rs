@@ -306,7 +306,7 @@ fn round_trip_every_shape_in_both_encodings() {
             b.append(&h, &events[2..12], false).unwrap();
             b.append(&h, &events[12..], false).unwrap();
             let loaded = b.load("sess/1").unwrap().unwrap();
-            assert_same(&loaded.events, &events);
+            assert_same(&loaded.values(), &events);
             assert!(loaded.torn.is_none());
             assert_eq!(
                 loaded.header.to_json(),
@@ -319,9 +319,9 @@ fn round_trip_every_shape_in_both_encodings() {
         }
         let mut b = JsonlBackend::open(&root.0, compression).unwrap();
         let loaded = b.load("sess/1").unwrap().unwrap();
-        assert_same(&loaded.events, &events);
+        assert_same(&loaded.values(), &events);
         // Events in canonical key order come back byte-identical.
-        for (l, a) in loaded.events.iter().zip(&events) {
+        for (l, a) in loaded.values().iter().zip(&events) {
             assert_eq!(l.to_json(), a.to_json());
         }
         let listed = b.list().unwrap();
@@ -446,7 +446,7 @@ fn reference_layout_log_written_by_hand_reads_back() {
             loaded.header.to_json(),
             r#"{"version":0,"id":"h x","createdAt":12,"cwd":"/work/p","delegationDepth":1}"#
         );
-        let got: Vec<String> = loaded.events.iter().map(Value::to_json).collect();
+        let got: Vec<String> = loaded.values().iter().map(|v| v.to_json()).collect();
         assert_eq!(
             got,
             [

@@ -42,7 +42,7 @@ fn truncation_at_every_offset_of_the_last_batch_repairs_cleanly() {
             let loaded = b.load("t").unwrap().unwrap();
             let n = loaded.events.len();
             assert!(n >= 12, "cut {cut}: committed events lost");
-            assert_same(&loaded.events, &events[..n]);
+            assert_same(&loaded.values(), &events[..n]);
             let torn = loaded.torn.clone();
             match (&torn, compression) {
                 (None, _) if cut == full.len() => assert_eq!(n, events.len()),
@@ -65,18 +65,18 @@ fn truncation_at_every_offset_of_the_last_batch_repairs_cleanly() {
             b.commit_repair(
                 &h,
                 torn.as_ref(),
-                &as_events(&loaded.events[n - recovered..]),
+                &as_events(&loaded.values()[n - recovered..]),
             )
             .unwrap();
             let again = b.load("t").unwrap().unwrap();
             assert!(again.torn.is_none(), "cut {cut}: repair left a torn tail");
-            assert_same(&again.events, &events[..n]);
+            assert_same(&again.values(), &events[..n]);
             if n < events.len() {
                 b.append(&h, &events[n..], false).unwrap();
             }
             let whole = b.load("t").unwrap().unwrap();
             assert!(whole.torn.is_none());
-            assert_same(&whole.events, &events);
+            assert_same(&whole.values(), &events);
         }
         assert_eq!(recovered_any, compression == Compression::Zstd);
     }
@@ -122,7 +122,7 @@ fn a_torn_multi_block_frame_gives_back_its_complete_records() {
         fs::write(&path, &full[..cut]).unwrap();
         let loaded = b.load("big").unwrap().unwrap();
         assert_eq!(loaded.torn.as_ref().unwrap().marker as usize, start);
-        assert_same(&loaded.events, &events[..loaded.events.len()]);
+        assert_same(&loaded.values(), &events[..loaded.values().len()]);
         seen.push(loaded.events.len());
     }
     assert!(seen.windows(2).all(|w| w[0] <= w[1]));
@@ -165,7 +165,7 @@ fn damage_before_a_later_turn_end_is_corruption() {
     let tail = ev(r#"{"type":"turn/start","seq":25,"time":1,"data":{"turn":2}}"#).to_json();
     fs::write(&path, format!("{text}garbage\n{tail}\n")).unwrap();
     let loaded = b.load("d").unwrap().unwrap();
-    assert_same(&loaded.events, &events);
+    assert_same(&loaded.values(), &events);
     assert_eq!(
         loaded.torn,
         Some(Torn {
@@ -229,7 +229,7 @@ fn zstd_damage_is_corruption() {
     let mut split = frame(a);
     zstd_frames::compress_frame(format!("{c}\n").as_bytes(), &mut split).unwrap();
     fs::write(&path, split).unwrap();
-    assert_same(&b.load("z").unwrap().unwrap().events, &events[..1]);
+    assert_same(&b.load("z").unwrap().unwrap().values(), &events[..1]);
 }
 
 #[test]
@@ -257,7 +257,7 @@ fn a_failed_append_is_rolled_back_and_can_be_retried() {
         events.extend(big);
         let loaded = b.load("r").unwrap().unwrap();
         assert!(loaded.torn.is_none());
-        assert_same(&loaded.events, &events);
+        assert_same(&loaded.values(), &events);
         if compression == Compression::Zstd {
             let bytes = fs::read(&path).unwrap();
             assert_eq!(
@@ -272,7 +272,7 @@ fn a_failed_append_is_rolled_back_and_can_be_retried() {
         let h2 = header("r2", None);
         let big = big_events(0, 3000, 1000);
         b.append(&h2, &big, true).unwrap();
-        assert_same(&b.load("r2").unwrap().unwrap().events, &big);
+        assert_same(&b.load("r2").unwrap().unwrap().values(), &big);
     }
 }
 

@@ -82,7 +82,7 @@ fn layout_refusals() {
         fs::remove_dir_all(root.0.join("--w--")).unwrap();
         // A symlinked project directory naming the same file is accepted.
         std::os::unix::fs::symlink(root.0.join("--x--"), root.0.join("--v--")).unwrap();
-        assert_same(&b.load("a").unwrap().unwrap().events, &events);
+        assert_same(&b.load("a").unwrap().unwrap().values(), &events);
         assert_eq!(b.list().unwrap().len(), 1);
         fs::remove_file(root.0.join("--v--")).unwrap();
         // The flat layout.
@@ -186,7 +186,7 @@ fn delete_removes_the_log() {
         assert!(files_under(&root.0).is_empty());
         // The id can be materialized again.
         b.append(&h, &sample_events(), true).unwrap();
-        assert_same(&b.load("gone").unwrap().unwrap().events, &sample_events());
+        assert_same(&b.load("gone").unwrap().unwrap().values(), &sample_events());
     }
 }
 
@@ -210,6 +210,6 @@ fn headers_longer_than_a_read_chunk_list_and_load() {
                 .as_str(),
             Some(cwd.as_str())
         );
-        assert_same(&b.load("long").unwrap().unwrap().events, &sample_events());
+        assert_same(&b.load("long").unwrap().unwrap().values(), &sample_events());
     }
 }

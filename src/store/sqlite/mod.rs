@@ -235,7 +235,7 @@ fn insert_records<'a>(
     for record in records {
         match record {
             Record::Event(e) => {
-                let data = rows::encode_data(e.data.to_json(), zstd)?;
+                let data = rows::encode_data(e.data_text().to_string(), zstd)?;
                 let surface = rows::surface_columns(e)?;
                 stmt.execute((
                     Wtf8(id),
@@ -250,7 +250,7 @@ fn insert_records<'a>(
                 .map_err(sql_err)?;
             }
             Record::Row(row) => {
-                let data = rows::encode_data(row.data.to_json(), zstd)?;
+                let data = rows::encode_data(row.data.clone(), zstd)?;
                 let none: Option<&str> = None;
                 stmt.execute((
                     Wtf8(id),

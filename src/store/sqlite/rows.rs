@@ -9,7 +9,8 @@ use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 use crate::codec;
 use crate::engine::event::{Event, MAX_SAFE, TURN_END};
 use crate::error::{Error, Result, Status};
-use crate::json::{self, JsString, Object, Value};
+use crate::json::{self, canon, JsString, Object, Value};
+use crate::store::backend::Stored;
 use crate::store::chunk_rows::{self, SQLITE_BOUNDS};
 
 /// The columns every event-row query selects, in [`RawRow::from_row`] order.
@@ -90,7 +91,7 @@ pub struct SurfaceColumns {
 
 /// Encode the surface columns of a scalar event row.
 pub fn surface_columns(e: &Event) -> Result<SurfaceColumns> {
-    let sources = match &e.sources {
+    let sources = match &e.sources() {
         None => None,
         Some(Value::Array(seqs)) => Some(codec::encode_values(seqs)?),
         Some(_) => {
@@ -102,7 +103,7 @@ pub fn surface_columns(e: &Event) -> Result<SurfaceColumns> {
     };
     Ok(SurfaceColumns {
         sources,
-        op: e.op.as_ref().map(Value::to_json),
+        op: e.op_text().map(str::to_string),
         ignorable: e.ignorable.then_some(1),
     })
 }
@@ -245,9 +246,15 @@ fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
 }
 
 /// Decode a validated row into its events (scalar: one; packed: its members).
-pub fn decode(row: &RawRow) -> Result<Vec<Value>> {
+pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
     if row.is_packed() {
-        return decode_packed(row);
+        return Ok(decode_packed(row)?
+            .into_iter()
+            .map(Stored::decoded)
+            .collect());
+    }
+    if let Some(text) = canonical_text(row) {
+        return Ok(vec![Stored::Canonical(text.into_boxed_str())]);
     }
     let sources = match &row.sources {
         None => None,
@@ -277,7 +284,49 @@ pub fn decode(row: &RawRow) -> Result<Vec<Value>> {
     if row.ignorable == Some(1) {
         e.insert_str("ignorable", Value::Bool(true));
     }
-    Ok(vec![Value::Object(e)])
+    Ok(vec![Stored::Value(Value::Object(e))])
+}
+
+/// The JSON text of a scalar row's event in `append` key order, when its
+/// stored `data` and `surface_op` are canonical JSON (what this library
+/// writes): no value tree is built. `None` sends the row through the
+/// value decoder, which reports any damage.
+fn canonical_text(row: &RawRow) -> Option<String> {
+    let sources = match &row.sources {
+        None => None,
+        Some(blob) => Some(codec::decode(blob).ok()?),
+    };
+    let op = match &row.op {
+        None => None,
+        Some(text) => Some(
+            std::str::from_utf8(text)
+                .ok()
+                .filter(|t| canon::is_canonical(t))?,
+        ),
+    };
+    let data = data_text(&row.data, None).ok()?;
+    if !canon::is_canonical(&data) {
+        return None;
+    }
+    let mut out = String::with_capacity(data.len() + 80);
+    out.push_str("{\"type\":");
+    JsString::from_wtf8(row.ty.clone()).write_json(&mut out);
+    use std::fmt::Write;
+    let _ = write!(out, ",\"seq\":{},\"time\":{},\"data\":", row.seq, row.time);
+    out.push_str(&data);
+    if let Some(seqs) = sources {
+        out.push_str(",\"sourceEventSeqs\":");
+        crate::engine::surface::write_seqs(&mut out, &seqs);
+    }
+    if let Some(op) = op {
+        out.push_str(",\"surfaceOp\":");
+        out.push_str(op);
+    }
+    if row.ignorable == Some(1) {
+        out.push_str(",\"ignorable\":true");
+    }
+    out.push('}');
+    Some(out)
 }
 
 fn decode_packed(row: &RawRow) -> Result<Vec<Value>> {
@@ -322,23 +371,20 @@ pub fn last_member(row: &RawRow) -> Option<u64> {
 #[derive(Debug)]
 pub struct Scan {
     /// Events of the valid contiguous prefix.
-    pub events: Vec<Value>,
+    pub events: Vec<Stored>,
     /// Seq of the first row of the torn tail, if any.
     pub torn_from: Option<u64>,
 }
 
-fn is_turn_end(e: &Value) -> bool {
-    e.as_object()
-        .and_then(|o| o.get("type"))
-        .and_then(Value::as_js_str)
-        .is_some_and(|t| t == TURN_END)
+fn is_turn_end(e: &Stored) -> bool {
+    e.is_type(TURN_END)
 }
 
 /// `scanRows(rows, base)` (§7.7): rows in seq order; a bad row at or before
 /// the last row that decodes to a `turn/end` is `load.corrupt-committed-row`,
 /// a later one starts the torn tail.
 pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
-    let mut decoded: Vec<Result<Vec<Value>>> = rows.iter().map(decode).collect();
+    let mut decoded: Vec<Result<Vec<Stored>>> = rows.iter().map(decode).collect();
     let last_turn_end = decoded.iter().rposition(|d| {
         d.as_ref()
             .is_ok_and(|events| events.iter().any(is_turn_end))

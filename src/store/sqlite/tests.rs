@@ -194,7 +194,7 @@ fn round_trip_of_every_shape() {
         assert!(loaded.revision.starts_with("file:"), "{}", loaded.revision);
         assert_eq!(b.revision("s1").unwrap(), Some(loaded.revision.clone()));
         // Decoded key order is type, seq, time, data, sourceEventSeqs, surfaceOp.
-        let keys: Vec<String> = loaded.events[24]
+        let keys: Vec<String> = loaded.values()[24]
             .as_object()
             .unwrap()
             .keys()

@@ -199,7 +199,7 @@ fn reference_written_database_loads() {
         r#"{"type":"x/ext","seq":10,"time":13,"data":null,"ignorable":true}"#.to_string(),
         r#"{"type":"turn/end","seq":11,"time":14,"data":{"turn":1,"reason":{"kind":"completed"}}}"#.to_string(),
     ];
-    let got: Vec<String> = loaded.events.iter().map(Value::to_json).collect();
+    let got: Vec<String> = loaded.values().iter().map(|v| v.to_json()).collect();
     assert_eq!(got, expected);
     assert_eq!(
         loaded.header.to_json(),
