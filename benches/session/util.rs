@@ -100,7 +100,13 @@ pub fn proc_status(key: &str) -> u64 {
 pub struct TempDir(pub PathBuf);
 
 impl Drop for TempDir {
+    /// Removed at the end, unless `DSH_BENCH_KEEP` is set (to profile the
+    /// stores afterwards, e.g. `--child-open` under perf).
     fn drop(&mut self) {
+        if std::env::var_os("DSH_BENCH_KEEP").is_some() {
+            eprintln!("kept {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -150,6 +150,9 @@ impl Checked {
     pub const LOSSY: u8 = 4;
 }
 
+/// What reading an envelope gives: type, seq, time, member ranges, ignorable.
+type Index = (JsString, u64, i64, Spans, bool);
+
 /// Byte ranges of the envelope members an event indexes.
 #[derive(Debug, Clone, Copy, Default)]
 struct Spans {
@@ -363,31 +366,76 @@ impl Event {
         )
     }
 
+    /// An event read back from stored columns (keys in `append` order)
+    /// whose `data` and surface metadata are canonical, lossless JSON
+    /// already checked by the caller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_columns(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: &str,
+        sources: Option<&Value>,
+        op: Option<&Value>,
+        ignorable: bool,
+    ) -> Event {
+        let e = Event::assemble(
+            ty,
+            seq,
+            time,
+            Member::Text(data),
+            sources,
+            op,
+            ignorable,
+            APPEND_ORDER,
+            data.len() + 64,
+        );
+        e.mark_checked(Checked::LOSSLESS);
+        e
+    }
+
     /// An event from stored text, without building a tree: `Ok` only when
     /// `text` is canonical JSON of a well-formed envelope with a plain
     /// (escape-free) type. Anything else comes back as `Err(text)` for the
     /// caller's value path, which reports the precise error.
     pub fn from_canonical_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
-        match Event::index_canonical(&text) {
-            Some((ty, seq, time, at, ignorable)) => Ok(Event {
-                ty,
-                seq,
-                time,
-                ignorable,
-                at,
-                text,
-                // Canonical text is lossless JSON.
-                checked: AtomicU8::new(Checked::LOSSLESS),
-                tree: OnceLock::new(),
-            }),
+        // One pass: the check also finds the envelope members.
+        let index = canon::canonical_members(&text)
+            .and_then(|members| Event::index(&text, members.into_iter()));
+        match index {
+            Some(index) => Ok(Event::indexed(text, index)),
             None => Err(text),
         }
     }
 
-    fn index_canonical(text: &str) -> Option<(JsString, u64, i64, Spans, bool)> {
-        if !canon::is_canonical(text) {
-            return None;
+    /// [`Event::from_canonical_text`] for text the caller knows to be what
+    /// `JSON.stringify` writes for a lossless value (text this library
+    /// wrote, or checked with [`canon::is_canonical`]): the check is not
+    /// repeated, only the envelope is read.
+    pub fn from_trusted_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
+        let index = canon::members(&text).and_then(|members| Event::index(&text, members));
+        match index {
+            Some(index) => Ok(Event::indexed(text, index)),
+            None => Err(text),
         }
+    }
+
+    fn indexed(text: Box<str>, (ty, seq, time, at, ignorable): Index) -> Event {
+        Event {
+            ty,
+            seq,
+            time,
+            ignorable,
+            at,
+            text,
+            // Canonical text is lossless JSON.
+            checked: AtomicU8::new(Checked::LOSSLESS),
+            tree: OnceLock::new(),
+        }
+    }
+
+    /// The envelope of canonical event text from its top-level members.
+    fn index<'a>(text: &str, members: impl Iterator<Item = (&'a str, &'a str)>) -> Option<Index> {
         let base = text.as_ptr() as usize;
         let at = |v: &str| {
             let start = v.as_ptr() as usize - base;
@@ -395,7 +443,7 @@ impl Event {
         };
         let (mut ty, mut seq, mut time, mut data) = (None, None, None, None);
         let (mut spans, mut ignorable) = (Spans::default(), false);
-        for (key, value) in canon::members(text)? {
+        for (key, value) in members {
             match key {
                 "type" => {
                     let inner = value.strip_prefix('"')?.strip_suffix('"')?;

@@ -157,23 +157,43 @@ fn message_text_ok(data: &str, kind: MessageKind) -> bool {
 }
 
 fn message_text_check(data: &str, kind: MessageKind) -> Option<bool> {
-    use crate::json::canon::{elements, is_nonempty_string, member};
+    use crate::json::canon::{elements, is_nonempty_string, member, members};
     let m = match kind {
         MessageKind::User => data,
         _ => member(data, "message")?,
     };
-    let role = if kind == MessageKind::Assistant {
+    let role_want = if kind == MessageKind::Assistant {
         "\"assistant\""
     } else {
         "\"user\""
     };
-    let source = member(m, "source")?;
-    let source_kind = member(source, "kind")?;
-    let ok = is_nonempty_string(member(m, "id")?)
-        && member(m, "role")? == role
-        && source.starts_with('{')
+    // One pass over the message's members (canonical: no duplicates).
+    let (mut id, mut role, mut source, mut content) = (None, None, None, None);
+    for (k, v) in members(m)? {
+        match k {
+            "id" => id = Some(v),
+            "role" => role = Some(v),
+            "source" => source = Some(v),
+            "content" => content = Some(v),
+            _ => {}
+        }
+    }
+    let (source, content) = (source?, content?);
+    let (mut source_kind, mut provider, mut model, mut call_id) = (None, None, None, None);
+    for (k, v) in members(source)? {
+        match k {
+            "kind" => source_kind = Some(v),
+            "provider" => provider = Some(v),
+            "model" => model = Some(v),
+            "callId" => call_id = Some(v),
+            _ => {}
+        }
+    }
+    let source_kind = source_kind?;
+    let ok = is_nonempty_string(id?)
+        && role? == role_want
         && is_nonempty_string(source_kind)
-        && member(m, "content")?.starts_with('[');
+        && content.starts_with('[');
     if !ok {
         return Some(false);
     }
@@ -181,20 +201,29 @@ fn message_text_check(data: &str, kind: MessageKind) -> Option<bool> {
         MessageKind::User => true,
         MessageKind::Assistant => {
             source_kind == "\"model\""
-                && is_nonempty_string(member(source, "provider")?)
-                && is_nonempty_string(member(source, "model")?)
+                && is_nonempty_string(provider?)
+                && is_nonempty_string(model?)
         }
         MessageKind::ToolResult => {
-            let call_id = member(source, "callId")?;
-            let mut blocks = elements(member(m, "content")?)?;
+            let call_id = call_id?;
+            if source_kind != "\"tool\"" || !is_nonempty_string(call_id) {
+                return Some(false);
+            }
+            let mut blocks = elements(content)?;
             let block = blocks.next()?;
-            source_kind == "\"tool\""
-                && is_nonempty_string(call_id)
-                && blocks.next().is_none()
-                && block.starts_with('{')
-                && member(block, "type")? == "\"tool-result\""
-                && member(block, "content")?.starts_with('[')
-                && member(block, "toolCallId")? == call_id
+            if blocks.next().is_some() || !block.starts_with('{') {
+                return Some(false);
+            }
+            let (mut ty, mut inner, mut tool_call_id) = (None, None, None);
+            for (k, v) in members(block)? {
+                match k {
+                    "type" => ty = Some(v),
+                    "content" => inner = Some(v),
+                    "toolCallId" => tool_call_id = Some(v),
+                    _ => {}
+                }
+            }
+            ty? == "\"tool-result\"" && inner?.starts_with('[') && tool_call_id? == call_id
         }
     })
 }

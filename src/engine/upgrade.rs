@@ -68,7 +68,7 @@ pub fn refuse_retired(id: &str, events: &[Value]) -> Result<()> {
 }
 
 /// `load.unknown-type`: a type outside the known vocabulary without `ignorable: true`.
-pub fn check_known_types(id: &str, events: &[Event]) -> Result<()> {
+pub fn check_known_types<'a>(id: &str, events: impl IntoIterator<Item = &'a Event>) -> Result<()> {
     for e in events {
         let ty = e.ty.as_str().unwrap_or("");
         if !e.ignorable && !is_known(ty) {

@@ -181,6 +181,26 @@ const PAIRWISE_KEYS: usize = 16;
 /// with up to 32 keys open at a time, no object of more than 16 keys and no
 /// integer of 16 or more digits. Texts of 4 GiB or more are refused.
 pub fn is_canonical(text: &str) -> bool {
+    check(text, |_, _, _| {})
+}
+
+/// [`is_canonical`] of an object text that also returns its members as
+/// `(raw key text, value text)` pairs, found in the same single pass.
+/// `None` when the text is not canonical or not an object.
+pub fn canonical_members(text: &str) -> Option<Vec<(&str, &str)>> {
+    if !text.starts_with('{') {
+        return None;
+    }
+    let mut out = Vec::with_capacity(8);
+    let ok = check(text, |key, start, end| {
+        out.push((&text[key.0 as usize..key.1 as usize], &text[start..end]));
+    });
+    ok.then_some(out)
+}
+
+/// The single pass behind [`is_canonical`]; `member(key, start, end)` is
+/// called for each member of a top-level object once its value ended.
+fn check(text: &str, mut member: impl FnMut(Span, usize, usize)) -> bool {
     let b = text.as_bytes();
     if b.len() >= ARRAY as usize {
         return false;
@@ -192,6 +212,8 @@ pub fn is_canonical(text: &str) -> bool {
     // Formatting buffer for long integers; large-object key sorting buffer.
     let mut num_buf = String::new();
     let mut spans: Vec<Span> = Vec::new();
+    // The top-level member whose value is being read: its key and start.
+    let mut pending: Option<(Span, usize)> = None;
     let mut i = 0;
     'value: loop {
         match b.get(i) {
@@ -211,6 +233,9 @@ pub fn is_canonical(text: &str) -> bool {
                     match canonical_key(b, i + 1) {
                         Some((span, next)) => {
                             keys.push(span);
+                            if frames.len() == 1 {
+                                pending = Some((span, next));
+                            }
                             i = next;
                         }
                         None => return false,
@@ -237,6 +262,11 @@ pub fn is_canonical(text: &str) -> bool {
             let Some(top) = frames.last() else {
                 return i == b.len();
             };
+            if frames.len() == 1 {
+                if let Some((key, start)) = pending.take() {
+                    member(key, start, i);
+                }
+            }
             match b.get(i) {
                 Some(b',') if top == ARRAY => {
                     i += 1;
@@ -245,6 +275,9 @@ pub fn is_canonical(text: &str) -> bool {
                 Some(b',') => match canonical_key(b, i + 1) {
                     Some((span, next)) => {
                         keys.push(span);
+                        if frames.len() == 1 {
+                            pending = Some((span, next));
+                        }
                         i = next;
                         continue 'value;
                     }

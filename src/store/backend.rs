@@ -25,31 +25,23 @@ pub struct Torn {
 /// One stored event as read back.
 #[derive(Debug, Clone)]
 pub enum Stored {
-    /// The event's JSON text, canonical JSON unless the open path finds
-    /// otherwise (it checks): it becomes the event's text, no tree is built.
+    /// The event's JSON text as `JSON.stringify` writes it for a lossless
+    /// value (a line checked with `canon::is_canonical`, or text this
+    /// library wrote): it becomes the event's text, no tree is built.
     Canonical(Box<str>),
     /// The event as a JSON value (non-canonical text, expanded rows).
     Value(Value),
+    /// An event already built from canonical text (no tree).
+    Event(Event),
 }
 
 impl Stored {
-    /// A decoded value (an expanded packed row): kept as its canonical text
-    /// when that is lossless, so the open path needs no tree for it.
-    pub fn decoded(value: Value) -> Stored {
-        if value.is_lossless() {
-            let mut text = String::with_capacity(160);
-            value.write_json(&mut text);
-            Stored::Canonical(text.into_boxed_str())
-        } else {
-            Stored::Value(value)
-        }
-    }
-
     /// The event as a JSON value.
     pub fn to_value(&self) -> Value {
         match self {
             Stored::Canonical(t) => json::parse(t).expect("checked canonical JSON"),
             Stored::Value(v) => v.clone(),
+            Stored::Event(e) => e.to_value(),
         }
     }
 
@@ -58,6 +50,7 @@ impl Stored {
         match self {
             Stored::Canonical(t) => json::parse(&t).expect("checked canonical JSON"),
             Stored::Value(v) => v,
+            Stored::Event(e) => e.to_value(),
         }
     }
 
@@ -74,6 +67,7 @@ impl Stored {
                     .filter(|&n| n <= crate::engine::event::MAX_SAFE)
             }
             Stored::Value(v) => v.as_object()?.get("seq")?.as_safe_u64(),
+            Stored::Event(e) => Some(e.seq),
         }
     }
 
@@ -91,6 +85,7 @@ impl Stored {
                 .and_then(|o| o.get("type"))
                 .and_then(Value::as_js_str)
                 .is_some_and(|t| t == ty),
+            Stored::Event(e) => e.ty == ty,
         }
     }
 }
@@ -105,7 +100,7 @@ impl PartialEq<Value> for Stored {
     fn eq(&self, other: &Value) -> bool {
         match self {
             Stored::Value(v) => v == other,
-            Stored::Canonical(_) => self.to_value() == *other,
+            Stored::Canonical(_) | Stored::Event(_) => self.to_value() == *other,
         }
     }
 }

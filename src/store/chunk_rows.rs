@@ -8,6 +8,7 @@ use crate::engine::event::MAX_SAFE;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{canon, Object, Value};
+use crate::store::backend::Stored;
 
 /// `text-chunks`.
 pub const TEXT_TAG: &str = "text-chunks";
@@ -67,10 +68,21 @@ pub struct PackedRow {
 impl PackedRow {
     /// The JSONL record `{"type","seq0","time0","data"}`.
     pub fn to_json(&self) -> String {
-        format!(
-            "{{\"type\":\"{}\",\"seq0\":{},\"time0\":{},\"data\":{}}}",
-            self.tag, self.seq0, self.time0, self.data
-        )
+        let mut out = String::with_capacity(self.data.len() + 64);
+        self.write_json(&mut out);
+        out
+    }
+
+    /// Append the JSONL record `{"type","seq0","time0","data"}` to `out`.
+    pub fn write_json(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(
+            out,
+            "{{\"type\":\"{}\",\"seq0\":{},\"time0\":{},\"data\":",
+            self.tag, self.seq0, self.time0
+        );
+        out.push_str(&self.data);
+        out.push('}');
     }
 }
 
@@ -351,7 +363,7 @@ pub fn expand(
     time0: &Value,
     data: &Value,
     bounds: Bounds,
-) -> Result<Vec<Value>> {
+) -> Result<Vec<Stored>> {
     let tag_static = if tag == TEXT_TAG {
         TEXT_TAG
     } else if tag == REASONING_TAG {
@@ -441,17 +453,25 @@ pub fn expand(
             })?;
         times.push(t);
     }
-    let (turn, step, index) = (turn.cloned(), step.cloned(), index.cloned());
     let chunk_type = match tag_static {
         TEXT_TAG => "text-delta",
         REASONING_TAG => "reasoning-delta",
         _ => "tool-call-delta",
     };
+    let null = Value::Null;
+    let (turn, step, index) = (
+        turn.unwrap_or(&null),
+        step.unwrap_or(&null),
+        index.unwrap_or(&null),
+    );
+    // The members are written straight to canonical event text; only a
+    // number JSON cannot keep (-0) needs the value form.
+    let lossless = turn.is_lossless() && step.is_lossless() && index.is_lossless();
     let mut out = Vec::with_capacity(members.len());
     for (k, member) in members.iter().enumerate() {
         let mut chunk = Object::new();
         chunk.insert_str("type", Value::str(chunk_type));
-        chunk.insert_str("index", index.clone().unwrap_or_default());
+        chunk.insert_str("index", index.clone());
         if tool {
             chunk.insert_str("id", Value::String(id.cloned().unwrap_or_default()));
             if let Some(name) = name {
@@ -461,23 +481,45 @@ pub fn expand(
         } else {
             chunk.insert_str("text", member.clone());
         }
+        if lossless {
+            use std::fmt::Write;
+            let mut text = String::with_capacity(member_len(member) + 128);
+            let _ = write!(
+                text,
+                "{{\"type\":\"assistant/chunk\",\"seq\":{},\"time\":{},\"data\":{{\"turn\":",
+                seq0 + k as u64,
+                times[k]
+            );
+            turn.write_json(&mut text);
+            text.push_str(",\"step\":");
+            step.write_json(&mut text);
+            text.push_str(",\"chunk\":");
+            Value::Object(chunk).write_json(&mut text);
+            text.push_str("}}");
+            out.push(Stored::Canonical(text.into_boxed_str()));
+            continue;
+        }
         let mut data = Object::new();
-        data.insert_str("turn", turn.clone().unwrap_or_default());
-        data.insert_str("step", step.clone().unwrap_or_default());
+        data.insert_str("turn", turn.clone());
+        data.insert_str("step", step.clone());
         data.insert_str("chunk", Value::Object(chunk));
         let mut e = Object::new();
         e.insert_str("type", Value::str("assistant/chunk"));
         e.insert_str("seq", Value::Number((seq0 + k as u64) as f64));
         e.insert_str("time", Value::Number(times[k] as f64));
         e.insert_str("data", Value::Object(data));
-        out.push(Value::Object(e));
+        out.push(Stored::Value(Value::Object(e)));
     }
     Ok(out)
 }
 
+fn member_len(v: &Value) -> usize {
+    v.as_js_str().map_or(0, |s| s.as_wtf8().len())
+}
+
 /// Decode one JSONL storage record: a tagged object is validated
 /// (`row.envelope` and the rest) and expanded; anything else is one event.
-pub fn decode_jsonl_record(record: Value) -> Result<Vec<Value>> {
+pub fn decode_jsonl_record(record: Value) -> Result<Vec<Stored>> {
     let tag = record
         .as_object()
         .and_then(|o| o.get("type"))
@@ -485,7 +527,7 @@ pub fn decode_jsonl_record(record: Value) -> Result<Vec<Value>> {
         .filter(|t| is_tag(t))
         .map(str::to_string);
     let Some(tag) = tag else {
-        return Ok(vec![record]);
+        return Ok(vec![Stored::Value(record)]);
     };
     let o = record.as_object().expect("checked above");
     if !keys_are(o, &["type", "seq0", "time0", "data"]) {

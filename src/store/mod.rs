@@ -281,6 +281,8 @@ impl Store {
                 &tail,
             )?;
         }
+        drop(loaded);
+        return_freed_memory();
         let live = self.register(session, true)?;
         Ok((live, restored.closers))
     }
@@ -365,6 +367,18 @@ pub struct Restored {
     pub stored: usize,
 }
 
+/// Give the heap pages freed by a large open (read buffers, decompressed
+/// frames, the stored rows) back to the system, so resident memory after
+/// an open tracks the session rather than the peak of reading it.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap memory; no pointer is
+    // involved and it is safe to call at any time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The cold read pipeline (persistence.md §4.1) over a backend's read.
 pub fn restore(id: &str, loaded: &Loaded) -> Result<Restored> {
     restore_events(id, loaded, loaded.events.clone())
@@ -382,20 +396,21 @@ pub fn restore_taking(id: &str, loaded: &mut Loaded) -> Result<Restored> {
 /// as it is (no retired vocabulary, no legacy rewrite, `msg.*` rules pass).
 /// Anything else gives the events back for the value path, which reports
 /// errors in the reference's order.
-fn fast_events(stored: Vec<Stored>) -> std::result::Result<Vec<Event>, Vec<Stored>> {
-    let mut events: Vec<Event> = Vec::with_capacity(stored.len());
+fn fast_events(stored: Vec<Stored>) -> std::result::Result<Vec<Arc<Event>>, Vec<Stored>> {
+    let mut events: Vec<Arc<Event>> = Vec::with_capacity(stored.len());
     let mut rest = stored.into_iter();
     while let Some(item) = rest.next() {
         let accepted = match item {
-            Stored::Canonical(text) => match Event::from_canonical_text(text) {
+            Stored::Canonical(text) => match Event::from_trusted_text(text) {
                 Ok(e) if current_format(&e) => Ok(e),
                 Ok(e) => Err(Stored::Canonical(e.text().into())),
                 Err(text) => Err(Stored::Canonical(text)),
             },
+            Stored::Event(e) if current_format(&e) => Ok(e),
             other => Err(other),
         };
         match accepted {
-            Ok(e) => events.push(e),
+            Ok(e) => events.push(Arc::new(e)),
             Err(item) => {
                 let mut back: Vec<Stored> = events
                     .into_iter()
@@ -488,16 +503,19 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
                 let e = Event::from_envelope(v, "stored event")
                     .map_err(|e| wrap(e.prefixed(&format!("{}: ", subject()))))?;
                 seed::check_event_message(&e, &subject).map_err(wrap)?;
-                events.push(e);
+                events.push(Arc::new(e));
             }
             events
         }
     };
-    upgrade::check_known_types(id, &events)?;
-    let closers: Vec<Arc<Event>> = repair::closers(&events).into_iter().map(Arc::new).collect();
+    upgrade::check_known_types(id, events.iter().map(|e| &**e))?;
+    let closers: Vec<Arc<Event>> = repair::closers(events.iter().map(|e| &**e))
+        .into_iter()
+        .map(Arc::new)
+        .collect();
     let stored = events.len();
     let durable = stored - loaded.torn.as_ref().map_or(0, |t| t.recovered);
-    let mut all: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
+    let mut all = events;
     all.extend(closers.iter().cloned());
     let session = Session::from_seed(
         id,

@@ -136,7 +136,7 @@ impl LiveSession {
             events
         };
         for e in &events {
-            self.notify(Notice::Event(&e.to_json()));
+            self.notify(Notice::Event(e.text()));
         }
         Ok(events)
     }

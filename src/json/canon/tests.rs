@@ -963,3 +963,27 @@ fn throughput() {
         part_len,
     );
 }
+
+#[test]
+fn canonical_members_agree_with_members_and_is_canonical() {
+    let cases = [
+        r#"{"a":1,"b":[1,{"c":2}],"d":{"e":"x\"y"},"f":null}"#,
+        r#"{"type":"t","seq":0,"time":1,"data":{}}"#,
+        r#"{}"#,
+        r#"{"a":{}}"#,
+        r#"{"a":[]}"#,
+        r#"{"a":1,"a":2}"#,
+        r#"{"a": 1}"#,
+        r#"[{"a":1}]"#,
+        r#""s""#,
+    ];
+    for t in cases {
+        let got = canonical_members(t);
+        if !is_canonical(t) || !t.starts_with('{') {
+            assert!(got.is_none(), "{t}");
+            continue;
+        }
+        let want: Vec<(&str, &str)> = members(t).unwrap().collect();
+        assert_eq!(got.unwrap(), want, "{t}");
+    }
+}

@@ -3,8 +3,9 @@
 //! prefix is kept, and damage is tolerated only after the last `turn/end`.
 
 use crate::engine::event::TURN_END;
+use crate::engine::Event;
 use crate::error::{Error, Result, Status};
-use crate::json::{self, canon, Value};
+use crate::json::{self, Value};
 use crate::store::backend::Stored;
 use crate::store::chunk_rows::{decode_jsonl_record, is_tag};
 
@@ -33,15 +34,9 @@ fn has_turn_end(events: &[Stored]) -> bool {
 /// (no tree is built); `None` sends the line through the value decoder.
 fn canonical_event(line: &[u8]) -> Option<Stored> {
     let text = std::str::from_utf8(line).ok()?;
-    if !canon::is_canonical(text) {
-        return None;
-    }
-    let ty = canon::member(text, "type")?;
-    let plain = ty
-        .strip_prefix('"')
-        .and_then(|t| t.strip_suffix('"'))
-        .is_some_and(|t| !t.contains('\\') && !is_tag(t));
-    plain.then(|| Stored::Canonical(text.into()))
+    let event = Event::from_canonical_text(text.into()).ok()?;
+    let ty = event.ty.as_str()?;
+    (!is_tag(ty)).then_some(Stored::Event(event))
 }
 
 impl Scanner {
@@ -100,20 +95,7 @@ impl Scanner {
             Some(event) => Some(vec![event]),
             None => json::parse(&String::from_utf8_lossy(line))
                 .ok()
-                .and_then(|record| decode_jsonl_record(record).ok())
-                .map(|events| {
-                    let row = events.len() != 1;
-                    events
-                        .into_iter()
-                        .map(|e| {
-                            if row {
-                                Stored::decoded(e)
-                            } else {
-                                Stored::Value(e)
-                            }
-                        })
-                        .collect()
-                }),
+                .and_then(|record| decode_jsonl_record(record).ok()),
         };
         let Some(events) = decoded else {
             if self.issue.is_none() {
@@ -166,7 +148,7 @@ impl Scanner {
     }
 }
 
-/// Position of the first `needle` byte in `hay`.
+/// Position of the first `needle` byte in `hay` (SIMD search).
 pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
+    memchr::memchr(needle, hay)
 }

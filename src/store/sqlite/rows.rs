@@ -248,13 +248,10 @@ fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
 /// Decode a validated row into its events (scalar: one; packed: its members).
 pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
     if row.is_packed() {
-        return Ok(decode_packed(row)?
-            .into_iter()
-            .map(Stored::decoded)
-            .collect());
+        return decode_packed(row);
     }
-    if let Some(text) = canonical_text(row) {
-        return Ok(vec![Stored::Canonical(text.into_boxed_str())]);
+    if let Some(event) = canonical_event(row) {
+        return Ok(vec![Stored::Event(event)]);
     }
     let sources = match &row.sources {
         None => None,
@@ -291,45 +288,47 @@ pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
 /// stored `data` and `surface_op` are canonical JSON (what this library
 /// writes): no value tree is built. `None` sends the row through the
 /// value decoder, which reports any damage.
-fn canonical_text(row: &RawRow) -> Option<String> {
+fn canonical_event(row: &RawRow) -> Option<Event> {
+    let seq = Some(row.seq).filter(|&s| s <= MAX_SAFE)?;
+    if row.time.unsigned_abs() > MAX_SAFE {
+        return None;
+    }
     let sources = match &row.sources {
         None => None,
-        Some(blob) => Some(codec::decode(blob).ok()?),
+        Some(blob) => Some(Value::Array(
+            codec::decode(blob)
+                .ok()?
+                .into_iter()
+                .map(|s| Value::Number(s as f64))
+                .collect(),
+        )),
     };
     let op = match &row.op {
         None => None,
-        Some(text) => Some(
-            std::str::from_utf8(text)
-                .ok()
-                .filter(|t| canon::is_canonical(t))?,
-        ),
+        Some(text) => {
+            let text = std::str::from_utf8(text).ok()?;
+            if !canon::is_canonical(text) {
+                return None;
+            }
+            Some(json::parse(text).ok()?)
+        }
     };
     let data = data_text(&row.data, None).ok()?;
     if !canon::is_canonical(&data) {
         return None;
     }
-    let mut out = String::with_capacity(data.len() + 80);
-    out.push_str("{\"type\":");
-    JsString::from_wtf8(row.ty.clone()).write_json(&mut out);
-    use std::fmt::Write;
-    let _ = write!(out, ",\"seq\":{},\"time\":{},\"data\":", row.seq, row.time);
-    out.push_str(&data);
-    if let Some(seqs) = sources {
-        out.push_str(",\"sourceEventSeqs\":");
-        crate::engine::surface::write_seqs(&mut out, &seqs);
-    }
-    if let Some(op) = op {
-        out.push_str(",\"surfaceOp\":");
-        out.push_str(op);
-    }
-    if row.ignorable == Some(1) {
-        out.push_str(",\"ignorable\":true");
-    }
-    out.push('}');
-    Some(out)
+    Some(Event::from_columns(
+        JsString::from_wtf8(row.ty.clone()),
+        seq,
+        row.time,
+        &data,
+        sources.as_ref(),
+        op.as_ref(),
+        row.ignorable == Some(1),
+    ))
 }
 
-fn decode_packed(row: &RawRow) -> Result<Vec<Value>> {
+fn decode_packed(row: &RawRow) -> Result<Vec<Stored>> {
     let tag = String::from_utf8_lossy(&row.ty).into_owned();
     if !chunk_rows::is_tag(&tag) {
         return Err(corrupt(
