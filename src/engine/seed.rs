@@ -157,7 +157,7 @@ fn message_text_ok(data: &str, kind: MessageKind) -> bool {
 }
 
 fn message_text_check(data: &str, kind: MessageKind) -> Option<bool> {
-    use crate::json::canon::{elements, is_nonempty_string, member, members};
+    use crate::json::canon::{is_nonempty_string, member, members};
     let m = match kind {
         MessageKind::User => data,
         _ => member(data, "message")?,
@@ -209,19 +209,26 @@ fn message_text_check(data: &str, kind: MessageKind) -> Option<bool> {
             if source_kind != "\"tool\"" || !is_nonempty_string(call_id) {
                 return Some(false);
             }
-            let mut blocks = elements(content)?;
-            let block = blocks.next()?;
-            if blocks.next().is_some() || !block.starts_with('{') {
+            // `content` must be `[{...}]`: the block's members are read
+            // straight from after the `[`, and the block must end right
+            // before the closing `]` (one pass over the block).
+            let Some(inner_text) = content.strip_prefix("[{").map(|_| &content[1..]) else {
                 return Some(false);
-            }
+            };
             let (mut ty, mut inner, mut tool_call_id) = (None, None, None);
-            for (k, v) in members(block)? {
+            let mut last_end = 0;
+            let base = inner_text.as_ptr() as usize;
+            for (k, v) in members(inner_text)? {
+                last_end = v.as_ptr() as usize - base + v.len();
                 match k {
                     "type" => ty = Some(v),
                     "content" => inner = Some(v),
                     "toolCallId" => tool_call_id = Some(v),
                     _ => {}
                 }
+            }
+            if inner_text.get(last_end..) != Some("}]") {
+                return Some(false);
             }
             ty? == "\"tool-result\"" && inner?.starts_with('[') && tool_call_id? == call_id
         }

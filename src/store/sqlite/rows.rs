@@ -108,6 +108,16 @@ pub fn surface_columns(e: &Event) -> Result<SurfaceColumns> {
     })
 }
 
+/// Largest recorded frame size decompressed in one call (a bigger claim
+/// takes the streaming path, which reads only what is there).
+const MAX_INFLATE: usize = 64 << 20;
+
+thread_local! {
+    /// The reused decompression context of [`inflate`].
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// One `events` row after column validation.
 #[derive(Debug, Clone)]
 pub struct RawRow {
@@ -216,6 +226,27 @@ fn parse(text: &str, what: &str) -> Result<Value> {
 
 /// Decompress one zstd value, failing (`codec.zstd`) beyond `limit` bytes.
 fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
+    // Frames this library writes record their size: decompress them in one
+    // call with a reused context (a fresh streaming decoder per row costs
+    // more than the row). Anything else, or any failure, takes the
+    // streaming path below, which reports the precise error.
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(frame) {
+        let fits = usize::try_from(size)
+            .ok()
+            .filter(|&n| limit.is_none_or(|l| n <= l) && n <= MAX_INFLATE);
+        if let Some(size) = fits {
+            let out = DECOMPRESSOR.with(|d| {
+                let mut d = d.borrow_mut();
+                if d.is_none() {
+                    *d = zstd::bulk::Decompressor::new().ok();
+                }
+                d.as_mut()?.decompress(frame, size).ok()
+            });
+            if let Some(out) = out.filter(|o| o.len() == size) {
+                return Ok(out);
+            }
+        }
+    }
     let zerr = |e: std::io::Error| {
         corrupt(
             "codec.zstd",
