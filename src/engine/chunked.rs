@@ -60,9 +60,8 @@ impl<T> Chunked<T> {
 
     /// Appends `value` at the end. O(1) amortized; never clones elements.
     pub fn push(&mut self, value: T) {
-        if self.tail.capacity() == 0 {
-            self.tail.reserve_exact(CHUNK);
-        }
+        // The tail grows like a Vec (a one-element log, such as a single
+        // queued append, must not cost a whole chunk's allocation).
         self.tail.push(value);
         if self.tail.len() == CHUNK {
             let full = std::mem::take(&mut self.tail);
@@ -251,12 +250,7 @@ impl<T: Clone> Chunked<T> {
 
     /// A fresh tail holding clones of `items` (`< CHUNK` of them).
     fn tail_from(items: &[T]) -> Vec<T> {
-        if items.is_empty() {
-            return Vec::new();
-        }
-        let mut tail = Vec::with_capacity(CHUNK);
-        tail.extend_from_slice(items);
-        tail
+        items.to_vec()
     }
 }
 
