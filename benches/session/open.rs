@@ -63,6 +63,16 @@ pub fn child_open(config: &str, id: &str, lines_path: &str, bytes: u64) {
     out.free();
     let after = proc_status("VmRSS:");
     let hwm = proc_status("VmHWM:");
+    if std::env::var_os("DSH_BENCH_HEAP").is_some() {
+        // SAFETY: mallinfo2 only reads allocator statistics.
+        let mi = unsafe { libc::mallinfo2() };
+        eprintln!(
+            "heap: in use {} MB, free {} MB, mmapped {} MB",
+            mi.uordblks >> 20,
+            mi.fordblks >> 20,
+            mi.hblkhd >> 20
+        );
+    }
     let session = Session(s);
     let t = Instant::now();
     let derived = session.derive(&mut out);

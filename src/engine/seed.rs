@@ -91,7 +91,8 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
     // them again: they depend on the event alone.
     if !event.is_checked(Checked::SHAPE) {
         if event.ty == REQUEST_HEADER {
-            check_request_header(event.data(), index)?;
+            // A tree for the check only (not kept on the event).
+            check_request_header(&event.parse_data(), index)?;
         } else if messages {
             check_event_message(event, &subject).map_err(|e| e.at_index(index))?;
         }
@@ -99,12 +100,7 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
         event.mark_checked(Checked::SHAPE);
     }
     let fallback = event.ty == REQUEST_HEADER
-        && event
-            .data()
-            .as_object()
-            .and_then(|d| d.get("reason"))
-            .and_then(Value::as_str)
-            == Some("fallback");
+        && crate::json::canon::member(event.data_text(), "reason") == Some("\"fallback\"");
     if fallback {
         return Err(Error::rejected(
             "header.legacy-fallback",
