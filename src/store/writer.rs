@@ -4,9 +4,15 @@
 //! barrier. A failed write keeps its events (in order) for the next try and
 //! pauses automatic writing until the next append or flush.
 //!
+//! Appends never wait for the disk: the append path only takes the queue
+//! lock to push `Arc`s. The writer holds that lock just long enough to take
+//! the queued events (O(1) per session) and, after writing, to record the
+//! result; serializing, compressing, fsyncing and dropping written batches
+//! all happen outside it.
+//!
 //! Memory is bounded: when more than [`HIGH_WATER_EVENTS`] events are
-//! pending, the next append first writes everything itself (back-pressure)
-//! and is refused, changing nothing, if that write fails.
+//! pending, the next append first waits until everything is written
+//! (back-pressure) and is refused, changing nothing, if that write fails.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -35,7 +41,11 @@ pub fn lock_backend(b: &SharedBackend) -> MutexGuard<'_, Box<dyn Backend>> {
 struct Pending {
     header: Option<Arc<Value>>,
     materialized: bool,
-    events: Log,
+    /// A whole log handed over at once (a new session's seed), shared with
+    /// the session rather than copied; it comes before `events`.
+    seed: Option<Log>,
+    /// Queued events, in seq order, after `seed`.
+    events: Vec<Arc<Event>>,
     /// The seq the next written event must have.
     next_seq: u64,
     /// Events handed to the writer so far / written durably so far.
@@ -45,6 +55,30 @@ struct Pending {
     failure: Option<Error>,
     /// How many flushes saw a failure (lets a waiting flush notice one).
     failures: u64,
+}
+
+impl Pending {
+    fn queued(&self) -> usize {
+        self.seed.as_ref().map_or(0, Log::len) + self.events.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.seed.is_none() && self.events.is_empty()
+    }
+
+    /// Take everything queued, leaving the queue empty.
+    fn take(&mut self) -> (Option<Log>, Vec<Arc<Event>>) {
+        (self.seed.take(), std::mem::take(&mut self.events))
+    }
+
+    /// Put a batch that failed back in front of what arrived meanwhile.
+    fn put_back(&mut self, mut batch: Vec<Arc<Event>>) {
+        if let Some(seed) = self.seed.take() {
+            batch.extend(seed.iter().cloned());
+        }
+        batch.append(&mut self.events);
+        self.events = batch;
+    }
 }
 
 struct State {
@@ -58,6 +92,27 @@ struct State {
     paused: bool,
     stop: bool,
     busy: bool,
+}
+
+impl State {
+    /// The queue of `id`, created if missing (without allocating a key
+    /// when it exists).
+    fn session(&mut self, id: &str) -> &mut Pending {
+        if !self.sessions.contains_key(id) {
+            self.sessions.insert(id.to_string(), Pending::default());
+        }
+        self.sessions.get_mut(id).expect("inserted above")
+    }
+
+    /// Count `n` newly queued events and open a window if none is open.
+    fn queued(&mut self, n: usize, shared: &Shared) {
+        self.pending += n;
+        self.paused = false;
+        if self.deadline.is_none() {
+            self.deadline = Some(Instant::now() + shared.window);
+            shared.wake.notify_all();
+        }
+    }
 }
 
 struct Shared {
@@ -111,9 +166,10 @@ impl Writer {
     /// Start tracking a live session. `stored` is the length of its log in
     /// the backend (0 and not materialized for a new session).
     pub fn track(&self, id: &str, header: &Value, stored: Option<u64>) {
+        let header = Arc::new(header.clone());
         let mut st = self.shared.lock();
-        let p = st.sessions.entry(id.to_string()).or_default();
-        p.header = Some(Arc::new(header.clone()));
+        let p = st.session(id);
+        p.header = Some(header);
         p.materialized = stored.is_some();
         p.next_seq = stored.unwrap_or(0);
     }
@@ -121,7 +177,7 @@ impl Writer {
     /// Stop tracking a session (after its final flush).
     pub fn forget(&self, id: &str) {
         let mut st = self.shared.lock();
-        if st.sessions.get(id).is_some_and(|p| p.events.is_empty()) {
+        if st.sessions.get(id).is_some_and(Pending::is_empty) {
             st.sessions.remove(id);
         }
     }
@@ -130,9 +186,12 @@ impl Writer {
     /// (before it is deleted).
     pub fn discard(&self, id: &str) {
         let mut st = self.shared.lock();
-        if let Some(p) = st.sessions.remove(id) {
-            st.pending = st.pending.saturating_sub(p.events.len());
+        let removed = st.sessions.remove(id);
+        if let Some(p) = &removed {
+            st.pending = st.pending.saturating_sub(p.queued());
         }
+        drop(st);
+        drop(removed);
     }
 
     /// Refuse early when memory is above the high-water mark and the disk
@@ -151,20 +210,13 @@ impl Writer {
             return Ok(());
         }
         if self.thread.is_none() {
-            return self.write_now(id, &Log::from(events.to_vec()));
+            return self.write_now(id, events);
         }
-        {
-            let mut st = self.shared.lock();
-            let p = st.sessions.entry(id.to_string()).or_default();
-            p.events.extend(events.iter().cloned());
-            p.enqueued += events.len() as u64;
-            st.pending += events.len();
-            st.paused = false;
-            if st.deadline.is_none() {
-                st.deadline = Some(Instant::now() + self.shared.window);
-                self.shared.wake.notify_all();
-            }
-        }
+        let mut st = self.shared.lock();
+        let p = st.session(id);
+        p.events.extend_from_slice(events);
+        p.enqueued += events.len() as u64;
+        st.queued(events.len(), &self.shared);
         Ok(())
     }
 
@@ -175,36 +227,31 @@ impl Writer {
             return Ok(());
         }
         if self.thread.is_none() {
-            return self.write_now(id, log);
+            return self.write_now(id, &log.to_vec());
         }
-        {
-            let mut st = self.shared.lock();
-            let p = st.sessions.entry(id.to_string()).or_default();
-            if p.events.is_empty() {
-                p.events = log.clone();
-            } else {
-                p.events.extend(log.iter().cloned());
-            }
-            p.enqueued += log.len() as u64;
-            st.pending += log.len();
-            st.paused = false;
-            if st.deadline.is_none() {
-                st.deadline = Some(Instant::now() + self.shared.window);
-                self.shared.wake.notify_all();
-            }
+        let shared = log.clone();
+        let mut st = self.shared.lock();
+        let p = st.session(id);
+        if p.is_empty() {
+            p.seed = Some(shared);
+        } else {
+            p.events.extend(log.iter().cloned());
         }
+        p.enqueued += log.len() as u64;
+        st.queued(log.len(), &self.shared);
         Ok(())
     }
 
     /// Zero window: write on the caller's thread; on failure nothing is kept
     /// (the caller undoes the append).
-    fn write_now(&self, id: &str, events: &Log) -> Result<()> {
+    fn write_now(&self, id: &str, events: &[Arc<Event>]) -> Result<()> {
         let mut st = self.shared.lock();
         while st.busy {
             st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        let p = st.sessions.entry(id.to_string()).or_default();
-        let (Some(header), materialized) = (p.header.clone(), p.materialized) else {
+        let p = st.session(id);
+        let (Some(header), materialized, next_seq) = (p.header.clone(), p.materialized, p.next_seq)
+        else {
             return Err(Error::new(
                 crate::Status::Internal,
                 "internal.untracked",
@@ -213,11 +260,13 @@ impl Writer {
         };
         st.busy = true;
         drop(st);
-        let result = lock_backend(&self.shared.backend).append_log(&header, events, !materialized);
+        let result = check_continues(id, next_seq, events).and_then(|()| {
+            lock_backend(&self.shared.backend).append(&header, events, !materialized)
+        });
         let mut st = self.shared.lock();
         st.busy = false;
         if result.is_ok() {
-            let p = st.sessions.entry(id.to_string()).or_default();
+            let p = st.session(id);
             p.materialized = true;
             p.next_seq += events.len() as u64;
             p.enqueued += events.len() as u64;
@@ -294,60 +343,80 @@ impl Drop for Writer {
 }
 
 /// `persist.append-seq-mismatch`: a batch must continue the stored log.
-fn check_continues(id: &str, next: u64, events: &Log) -> Result<()> {
+fn check_continues(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
     crate::store::memory::check_contiguous(id, next, events)
+}
+
+/// One session's batch taken from the queue.
+struct Job {
+    id: String,
+    header: Arc<Value>,
+    materialized: bool,
+    next_seq: u64,
+    seed: Option<Log>,
+    events: Vec<Arc<Event>>,
 }
 
 /// Write every pending batch (of `only`, or of all sessions) once.
 fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str>) -> Result<()> {
     let mut jobs = Vec::new();
     for (id, p) in st.sessions.iter_mut() {
-        if p.events.is_empty() || only.is_some_and(|o| o != id) {
+        if p.is_empty() || only.is_some_and(|o| o != id) {
             continue;
         }
         let Some(header) = p.header.clone() else {
             continue;
         };
-        jobs.push((
-            id.clone(),
+        let (seed, events) = p.take();
+        jobs.push(Job {
+            id: id.clone(),
             header,
-            p.materialized,
-            p.next_seq,
-            std::mem::take(&mut p.events),
-        ));
+            materialized: p.materialized,
+            next_seq: p.next_seq,
+            seed,
+            events,
+        });
     }
     if jobs.is_empty() {
         return Ok(());
     }
     st.busy = true;
     drop(st);
+    // Outside the queue lock: each batch becomes one slice, then is written.
     let mut results = Vec::with_capacity(jobs.len());
-    {
-        let mut backend = lock_backend(&shared.backend);
-        for (id, header, materialized, next_seq, events) in jobs {
-            let r = check_continues(&id, next_seq, &events)
-                .and_then(|()| backend.append_log(&header, &events, !materialized));
-            results.push((id, events, r));
+    for job in &mut jobs {
+        if let Some(seed) = job.seed.take() {
+            let mut all = seed.to_vec();
+            all.append(&mut job.events);
+            job.events = all;
         }
     }
+    {
+        let mut backend = lock_backend(&shared.backend);
+        for job in jobs {
+            let r = check_continues(&job.id, job.next_seq, &job.events)
+                .and_then(|()| backend.append(&job.header, &job.events, !job.materialized));
+            results.push((job.id, job.events, r));
+        }
+    }
+    let mut written = Vec::with_capacity(results.len());
     let mut st = shared.lock();
     st.busy = false;
     let mut first_error = None;
     for (id, events, r) in results {
-        let p = st.sessions.entry(id).or_default();
+        let n = events.len();
+        let p = st.session(&id);
         match r {
             Ok(()) => {
                 p.materialized = true;
-                p.next_seq += events.len() as u64;
-                p.durable += events.len() as u64;
+                p.next_seq += n as u64;
+                p.durable += n as u64;
                 p.failure = None;
-                st.pending = st.pending.saturating_sub(events.len());
+                st.pending = st.pending.saturating_sub(n);
+                written.push(events);
             }
             Err(e) => {
-                // Put the batch back in front of what arrived meanwhile.
-                let mut back = events;
-                back.extend(p.events.iter().cloned());
-                p.events = back;
+                p.put_back(events);
                 p.failure = Some(e.clone());
                 p.failures += 1;
                 st.paused = true;
@@ -356,6 +425,10 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
         }
     }
     shared.done.notify_all();
+    drop(st);
+    // Releasing the written events touches every one of them: not under
+    // the lock appends take.
+    drop(written);
     first_error.map_or(Ok(()), Err)
 }
 
@@ -371,10 +444,7 @@ fn run(shared: &Shared) {
             st.deadline = None;
             let _ = write_round(shared, st, None);
             st = shared.lock();
-            if st.sessions.values().any(|p| !p.events.is_empty())
-                && !st.paused
-                && st.deadline.is_none()
-            {
+            if st.sessions.values().any(|p| !p.is_empty()) && !st.paused && st.deadline.is_none() {
                 st.deadline = Some(Instant::now() + shared.window);
             }
             continue;

@@ -1,30 +1,57 @@
 //! Encoding and writing one record batch (persistence.md §6.3, §6.5):
 //! records joined by `\n` plus a final `\n`, plain or as exactly one
-//! checksummed Zstandard frame. A large batch is serialized in chunks on
-//! the calling thread while a helper thread compresses and writes the
-//! previous chunk, so both cores work and memory stays bounded.
+//! checksummed Zstandard frame.
+//!
+//! Everything runs on the calling (writer) thread: on a small machine the
+//! other core belongs to the appending thread. The batch is serialized into
+//! a reused buffer; a batch of at most [`CHUNK`] bytes of text (the usual
+//! case: one batch window) is compressed in a single call with a reused
+//! compression context, straight from that buffer. A larger batch is
+//! serialized and streamed into the same frame [`CHUNK`] bytes at a time,
+//! so memory stays bounded whatever the batch size.
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::sync::mpsc;
 use std::sync::Arc;
 
-use super::zstd_frames::{compress_frame, LEVEL};
+use zstd::zstd_safe::{self, CCtx, CParameter, InBuffer, OutBuffer, ResetDirective};
+
+use super::zstd_frames::LEVEL;
 use super::Compression;
 use crate::engine::Event;
 use crate::store::chunk_rows::{pack, Record, JSONL_BOUNDS};
 
-/// Text per chunk handed to the writer thread.
-const CHUNK: usize = 1 << 20;
+/// Text serialized (and compressed) at a time.
+const CHUNK: usize = 8 << 20;
 
 /// Scratch buffers above this size are released after a batch.
-const SCRATCH_KEEP: usize = 8 << 20;
+const SCRATCH_KEEP: usize = CHUNK + CHUNK / 2;
 
-/// Buffers reused between batches.
-#[derive(Debug, Default)]
+/// Compressed output written to the file at a time when streaming.
+const STREAM_OUT: usize = 1 << 20;
+
+/// Buffers and the compression context, reused between batches.
+#[derive(Default)]
 pub struct Scratch {
     text: String,
     frame: Vec<u8>,
+    cctx: Option<CCtx<'static>>,
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch")
+            .field("text", &self.text.capacity())
+            .field("frame", &self.frame.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+fn zstd_error(code: zstd_safe::ErrorCode) -> io::Error {
+    io::Error::other(format!(
+        "zstd compression failed: {}",
+        zstd_safe::get_error_name(code)
+    ))
 }
 
 impl Scratch {
@@ -36,12 +63,29 @@ impl Scratch {
             self.frame = Vec::new();
         }
     }
+
+    /// The compression context, ready for a new frame: level [`LEVEL`],
+    /// content checksum on.
+    fn cctx(&mut self) -> io::Result<&mut CCtx<'static>> {
+        if self.cctx.is_none() {
+            let mut cctx = CCtx::try_create().ok_or_else(|| io::Error::other("zstd: no memory"))?;
+            cctx.set_parameter(CParameter::CompressionLevel(LEVEL))
+                .map_err(zstd_error)?;
+            cctx.set_parameter(CParameter::ChecksumFlag(true))
+                .map_err(zstd_error)?;
+            self.cctx = Some(cctx);
+        }
+        let cctx = self.cctx.as_mut().expect("created above");
+        cctx.reset(ResetDirective::SessionOnly)
+            .map_err(zstd_error)?;
+        Ok(cctx)
+    }
 }
 
 fn push_record(record: &Record<'_>, out: &mut String) {
     match record {
         Record::Event(e) => e.write_json(out),
-        Record::Row(row) => out.push_str(&row.to_json()),
+        Record::Row(row) => row.write_json(out),
     }
     out.push('\n');
 }
@@ -65,54 +109,6 @@ pub fn batch_text(events: &[Arc<Event>]) -> String {
         push_record(&record, &mut out);
     }
     out
-}
-
-/// Where chunks go: the file directly, or a streaming frame encoder.
-enum Sink<'f> {
-    Plain(&'f File),
-    Zstd(&'f File, zstd::stream::Encoder<'static, Vec<u8>>),
-}
-
-impl<'f> Sink<'f> {
-    fn new(file: &'f File, compression: Compression) -> io::Result<Sink<'f>> {
-        Ok(match compression {
-            Compression::None => Sink::Plain(file),
-            Compression::Zstd => {
-                let mut encoder = zstd::stream::Encoder::new(Vec::with_capacity(CHUNK), LEVEL)?;
-                encoder.include_checksum(true)?;
-                Sink::Zstd(file, encoder)
-            }
-        })
-    }
-
-    fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
-        match self {
-            Sink::Plain(file) => {
-                let mut f: &File = file;
-                f.write_all(chunk)?;
-                start_writeback(file);
-                Ok(())
-            }
-            Sink::Zstd(file, encoder) => {
-                encoder.write_all(chunk)?;
-                let out = encoder.get_mut();
-                if out.len() >= CHUNK {
-                    let mut f: &File = file;
-                    f.write_all(out)?;
-                    out.clear();
-                    start_writeback(file);
-                }
-                Ok(())
-            }
-        }
-    }
-
-    fn finish(self) -> io::Result<()> {
-        match self {
-            Sink::Plain(_) => Ok(()),
-            Sink::Zstd(mut file, encoder) => file.write_all(&encoder.finish()?),
-        }
-    }
 }
 
 /// Ask the kernel to start writing dirty pages of `file` back now, so the
@@ -140,69 +136,180 @@ pub fn write_batch(
 ) -> io::Result<()> {
     let records = pack(events, JSONL_BOUNDS);
     let mut rest = records.iter();
-    scratch.text.clear();
-    fill(&mut rest, &mut scratch.text);
-    let result = if rest.len() == 0 {
-        write_small(file, compression, scratch)
-    } else {
-        write_pipelined(
-            file,
-            compression,
-            &mut rest,
-            std::mem::take(&mut scratch.text),
-        )
+    let mut text = std::mem::take(&mut scratch.text);
+    text.clear();
+    fill(&mut rest, &mut text);
+    let result = match compression {
+        Compression::None => write_plain(file, &mut rest, &mut text),
+        Compression::Zstd if rest.len() == 0 => write_frame(file, &text, scratch),
+        Compression::Zstd => write_stream(file, &mut rest, &mut text, scratch),
     };
+    scratch.text = text;
     scratch.trim();
     result
 }
 
-fn write_small(mut file: &File, compression: Compression, scratch: &mut Scratch) -> io::Result<()> {
-    match compression {
-        Compression::None => file.write_all(scratch.text.as_bytes()),
-        Compression::Zstd => {
-            scratch.frame.clear();
-            compress_frame(scratch.text.as_bytes(), &mut scratch.frame)?;
-            file.write_all(&scratch.frame)
+/// Plain records, [`CHUNK`] bytes at a time.
+fn write_plain(
+    mut file: &File,
+    rest: &mut std::slice::Iter<'_, Record<'_>>,
+    text: &mut String,
+) -> io::Result<()> {
+    loop {
+        file.write_all(text.as_bytes())?;
+        if rest.len() == 0 {
+            return Ok(());
         }
+        start_writeback(file);
+        text.clear();
+        fill(rest, text);
     }
 }
 
-fn write_pipelined(
-    file: &File,
-    compression: Compression,
+/// The whole batch text as one frame, compressed in one call.
+fn write_frame(mut file: &File, text: &str, scratch: &mut Scratch) -> io::Result<()> {
+    let mut frame = std::mem::take(&mut scratch.frame);
+    frame.clear();
+    frame.reserve(zstd_safe::compress_bound(text.len()));
+    let result = scratch
+        .cctx()
+        .and_then(|cctx| {
+            cctx.compress2(&mut frame, text.as_bytes())
+                .map_err(zstd_error)
+        })
+        .and_then(|_| file.write_all(&frame));
+    scratch.frame = frame;
+    result
+}
+
+/// A batch larger than [`CHUNK`]: one frame, fed [`CHUNK`] bytes of text
+/// at a time; compressed output goes to the file as it fills up.
+fn write_stream(
+    mut file: &File,
     rest: &mut std::slice::Iter<'_, Record<'_>>,
-    first: String,
+    text: &mut String,
+    scratch: &mut Scratch,
 ) -> io::Result<()> {
-    std::thread::scope(|scope| {
-        let (to_writer, chunks) = mpsc::sync_channel::<String>(2);
-        let (give_back, spare) = mpsc::channel::<String>();
-        let writer = scope.spawn(move || -> io::Result<()> {
-            let mut sink = Sink::new(file, compression)?;
-            for mut chunk in chunks {
-                sink.write(chunk.as_bytes())?;
-                chunk.clear();
-                let _ = give_back.send(chunk);
-            }
-            sink.finish()
-        });
-        let mut text = first;
+    use zstd_safe::zstd_sys::ZSTD_EndDirective::{ZSTD_e_continue, ZSTD_e_end};
+    let mut frame = std::mem::take(&mut scratch.frame);
+    frame.clear();
+    frame.reserve(STREAM_OUT);
+    let result = (|| {
+        let cctx = scratch.cctx()?;
         loop {
-            let next = spare
-                .try_recv()
-                .unwrap_or_else(|_| String::with_capacity(CHUNK + CHUNK / 4));
-            // A send fails only when the writer stopped on an error.
-            if to_writer.send(std::mem::replace(&mut text, next)).is_err() {
-                break;
+            let last = rest.len() == 0;
+            let mode = if last { ZSTD_e_end } else { ZSTD_e_continue };
+            let mut input = InBuffer::around(text.as_bytes());
+            loop {
+                let pos = frame.len();
+                // The output buffer sets `frame`'s length as it is written.
+                let left = cctx
+                    .compress_stream2(
+                        &mut OutBuffer::around_pos(&mut frame, pos),
+                        &mut input,
+                        mode,
+                    )
+                    .map_err(zstd_error)?;
+                if frame.capacity() - frame.len() < STREAM_OUT / 4 || (last && left == 0) {
+                    file.write_all(&frame)?;
+                    frame.clear();
+                    start_writeback(file);
+                }
+                let done = input.pos() == text.len();
+                if done && (!last || left == 0) {
+                    break;
+                }
             }
-            fill(rest, &mut text);
-            if text.is_empty() {
-                break;
+            if last {
+                return Ok(());
             }
+            text.clear();
+            fill(rest, text);
         }
-        drop(to_writer);
-        match writer.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
+    })();
+    if result.is_err() {
+        // A failed frame leaves the context mid-frame: start over next time.
+        scratch.cctx = None;
+    }
+    scratch.frame = frame;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::jsonl::zstd_frames::{decode_frame, scan_frames};
+
+    fn events(n: u64, text_len: usize) -> Vec<Arc<Event>> {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        (0..n)
+            .map(|seq| {
+                let text: String = (0..text_len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        char::from(b'a' + (seed % 26) as u8)
+                    })
+                    .collect();
+                let json = format!(
+                    r#"{{"type":"user/message","seq":{seq},"time":{seq},"data":{{"text":"{text}"}}}}"#
+                );
+                Arc::new(
+                    Event::from_envelope(crate::json::parse(&json).unwrap(), "test").unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn temp_file(tag: &str) -> (std::path::PathBuf, File) {
+        let path = std::env::temp_dir().join(format!(
+            "dsh-batch-{tag}-{}-{}",
+            std::process::id(),
+            super::super::fsio::random_hex12()
+        ));
+        let file = std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        (path, file)
+    }
+
+    #[test]
+    fn small_and_streamed_batches_are_one_checksummed_frame_each() {
+        // The second batch is larger than one chunk: it is streamed.
+        let small = events(50, 300);
+        let big = events(9_000, 1_000);
+        assert!(batch_text(&big).len() > CHUNK);
+        let (path, file) = temp_file("frames");
+        let mut scratch = Scratch::default();
+        for batch in [&small, &big, &small] {
+            write_batch(&file, batch, Compression::Zstd, &mut scratch).unwrap();
         }
-    })
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let frames = scan_frames(&bytes, None).unwrap();
+        assert_eq!(frames.complete.len(), 3);
+        assert_eq!(frames.torn_start, None);
+        for (r, batch) in frames.complete.iter().zip([&small, &big, &small]) {
+            assert_ne!(bytes[r.start + 4] & 0x04, 0, "content checksum");
+            let plain = decode_frame(&bytes[r.clone()], "zstd.frame-decode", 0).unwrap();
+            assert_eq!(plain, batch_text(batch).into_bytes());
+        }
+    }
+
+    #[test]
+    fn plain_batches_are_their_records() {
+        let small = events(50, 300);
+        let big = events(9_000, 1_000);
+        let (path, file) = temp_file("plain");
+        let mut scratch = Scratch::default();
+        for batch in [&small, &big] {
+            write_batch(&file, batch, Compression::None, &mut scratch).unwrap();
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(bytes, (batch_text(&small) + &batch_text(&big)).into_bytes());
+    }
 }
