@@ -37,6 +37,62 @@ pub fn lock_backend(b: &SharedBackend) -> MutexGuard<'_, Box<dyn Backend>> {
     b.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How many flushes are waiting for the writer. The writer hands it to its
+/// backend ([`Backend::set_hurry`]): while a flush waits, whoever asked for
+/// it is blocked anyway and the backend may use spare cores for the write
+/// in progress; otherwise appends may be running and it must not.
+#[derive(Debug, Default)]
+pub struct Hurry {
+    waiting: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Hurry {
+    fn count(&self) -> MutexGuard<'_, usize> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a flush is waiting now.
+    pub fn is_on(&self) -> bool {
+        *self.count() > 0
+    }
+
+    /// Block until a flush is waiting or `done()` holds (re-checked at
+    /// every [`Hurry::poke`]).
+    pub fn wait_for(&self, done: impl Fn() -> bool) {
+        let mut waiting = self.count();
+        while *waiting == 0 && !done() {
+            waiting = self
+                .changed
+                .wait(waiting)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Wake [`Hurry::wait_for`] callers to re-check their condition.
+    pub fn poke(&self) {
+        let _waiting = self.count();
+        self.changed.notify_all();
+    }
+
+    /// Count a waiting flush until the guard drops.
+    fn enter(&self) -> Waiting<'_> {
+        *self.count() += 1;
+        self.changed.notify_all();
+        Waiting(self)
+    }
+}
+
+/// A flush counted in [`Hurry`].
+struct Waiting<'a>(&'a Hurry);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.0.count();
+        *waiting = waiting.saturating_sub(1);
+    }
+}
+
 #[derive(Default)]
 struct Pending {
     header: Option<Arc<Value>>,
@@ -121,6 +177,7 @@ struct Shared {
     done: Condvar,
     backend: SharedBackend,
     window: Duration,
+    hurry: Arc<Hurry>,
 }
 
 impl Shared {
@@ -152,7 +209,9 @@ impl Writer {
             done: Condvar::new(),
             backend,
             window: Duration::from_millis(window_ms),
+            hurry: Arc::new(Hurry::default()),
         });
+        lock_backend(&shared.backend).set_hurry(shared.hurry.clone());
         let thread = (window_ms > 0).then(|| {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -210,7 +269,7 @@ impl Writer {
             return Ok(());
         }
         if self.thread.is_none() {
-            return self.write_now(id, events);
+            return self.write_now(id, Batch::Slice(events));
         }
         let mut st = self.shared.lock();
         let p = st.session(id);
@@ -227,7 +286,7 @@ impl Writer {
             return Ok(());
         }
         if self.thread.is_none() {
-            return self.write_now(id, &log.to_vec());
+            return self.write_now(id, Batch::Log(log));
         }
         let shared = log.clone();
         let mut st = self.shared.lock();
@@ -244,7 +303,7 @@ impl Writer {
 
     /// Zero window: write on the caller's thread; on failure nothing is kept
     /// (the caller undoes the append).
-    fn write_now(&self, id: &str, events: &[Arc<Event>]) -> Result<()> {
+    fn write_now(&self, id: &str, events: Batch<'_>) -> Result<()> {
         let mut st = self.shared.lock();
         while st.busy {
             st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -260,9 +319,16 @@ impl Writer {
         };
         st.busy = true;
         drop(st);
-        let result = check_continues(id, next_seq, events).and_then(|()| {
-            lock_backend(&self.shared.backend).append(&header, events, !materialized)
-        });
+        let result = match events {
+            Batch::Slice(events) => check_continues(id, next_seq, events).and_then(|()| {
+                lock_backend(&self.shared.backend).append(&header, events, !materialized)
+            }),
+            // A session's own log is contiguous by construction: its ends
+            // must continue the stored log, and it is handed over shared.
+            Batch::Log(log) => check_log_continues(id, next_seq, log).and_then(|()| {
+                lock_backend(&self.shared.backend).append_log(&header, log, !materialized)
+            }),
+        };
         let mut st = self.shared.lock();
         st.busy = false;
         if result.is_ok() {
@@ -303,6 +369,7 @@ impl Writer {
             .filter(|(k, _)| only.is_none_or(|o| o == k.as_str()))
             .map(|(k, p)| (k.clone(), p.enqueued, p.failures))
             .collect();
+        let mut hurry = None;
         loop {
             let mut waiting = false;
             for (id, target, failures) in &targets {
@@ -322,6 +389,9 @@ impl Writer {
             }
             if !waiting {
                 return Ok(());
+            }
+            if hurry.is_none() {
+                hurry = Some(self.shared.hurry.enter());
             }
             st.urgent = true;
             st.paused = false;
@@ -345,6 +415,32 @@ impl Drop for Writer {
 /// `persist.append-seq-mismatch`: a batch must continue the stored log.
 fn check_continues(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
     crate::store::memory::check_contiguous(id, next, events)
+}
+
+/// [`check_continues`] for a session's log (contiguous by construction):
+/// its first and last seq must continue the stored log.
+fn check_log_continues(id: &str, next: u64, log: &Log) -> Result<()> {
+    let n = log.len() as u64;
+    match (log.first(), log.last()) {
+        (Some(a), Some(b)) if a.seq == next && b.seq + 1 == next + n => Ok(()),
+        _ => crate::store::memory::check_contiguous(id, next, log.iter()),
+    }
+}
+
+/// What a synchronous write takes: a few appended events, or a whole log.
+#[derive(Clone, Copy)]
+enum Batch<'a> {
+    Slice(&'a [Arc<Event>]),
+    Log(&'a Log),
+}
+
+impl Batch<'_> {
+    fn len(self) -> usize {
+        match self {
+            Batch::Slice(s) => s.len(),
+            Batch::Log(l) => l.len(),
+        }
+    }
 }
 
 /// One session's batch taken from the queue.
