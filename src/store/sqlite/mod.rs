@@ -12,6 +12,7 @@
 //! [`std::fs::Metadata::created`]; it is 0 where the kernel or file system
 //! does not report a birth time.
 
+mod ahead;
 mod file;
 mod rows;
 mod schema;
@@ -34,6 +35,7 @@ use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
 use super::backend::{Backend, Listed, Loaded, Torn};
 use super::chunk_rows::{self, Record, SQLITE_BOUNDS};
+use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -49,6 +51,10 @@ pub struct SqliteBackend {
     /// `file:<dev>:<ino>:<birthtimeNs>:store:<id>` or `memory:store:<id>`.
     identity: String,
     zstd: zstd::bulk::Compressor<'static>,
+    /// Compresses large values of a batch ahead of the inserts.
+    ahead: ahead::Ahead,
+    /// When `ahead` may work (`None`: no writer, always).
+    hurry: Option<Arc<Hurry>>,
 }
 
 impl std::fmt::Debug for SqliteBackend {
@@ -91,6 +97,8 @@ impl SqliteBackend {
             lock,
             identity: String::new(),
             zstd: rows::compressor()?,
+            ahead: ahead::Ahead::default(),
+            hurry: None,
         };
         backend.conn.busy_timeout(busy).map_err(sql_err)?;
         backend.conn.set_prepared_statement_cache_capacity(32);
@@ -224,18 +232,29 @@ fn check_seqs(next: u64, events: &[Arc<Event>], rule: &'static str, what: &str) 
     Ok(())
 }
 
-/// Insert storage records (scalar rows and packed rows, §7.4).
-fn insert_records<'a>(
+/// Insert storage records (scalar rows and packed rows, §7.4). The large
+/// values of events come from `ahead` when given (in order, see
+/// [`ahead::Job::of`]).
+fn insert_records(
     conn: &Connection,
     id: &[u8],
-    records: impl IntoIterator<Item = Record<'a>>,
+    records: &[Record<'_>],
     zstd: &mut zstd::bulk::Compressor<'static>,
+    ahead: Option<&ahead::Job>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(INSERT_EVENT).map_err(sql_err)?;
+    let mut large = 0;
     for record in records {
         match record {
             Record::Event(e) => {
-                let data = rows::encode_data(e.data_text().to_string(), zstd)?;
+                let text = e.data_text();
+                let data = match ahead {
+                    Some(job) if text.len() >= rows::COMPRESS_FROM => {
+                        large += 1;
+                        job.take(large - 1, zstd)?
+                    }
+                    _ => rows::encode_data(text, zstd)?,
+                };
                 let surface = rows::surface_columns(e)?;
                 stmt.execute((
                     Wtf8(id),
@@ -250,7 +269,7 @@ fn insert_records<'a>(
                 .map_err(sql_err)?;
             }
             Record::Row(row) => {
-                let data = rows::encode_data(row.data.clone(), zstd)?;
+                let data = rows::encode_data(&row.data, zstd)?;
                 let none: Option<&str> = None;
                 stmt.execute((
                     Wtf8(id),
@@ -267,6 +286,17 @@ fn insert_records<'a>(
         }
     }
     Ok(())
+}
+
+/// Tells the helper a job is over when the append returns, however it does.
+struct Finish<'j>(Option<&'j ahead::Job>);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        if let Some(job) = self.0 {
+            job.finish();
+        }
+    }
 }
 
 impl Backend for SqliteBackend {
@@ -319,6 +349,15 @@ impl Backend for SqliteBackend {
             None
         };
         let records = chunk_rows::pack(events, SQLITE_BOUNDS);
+        let large = records.iter().filter_map(|r| match r {
+            Record::Event(e) => Some(*e),
+            Record::Row(_) => None,
+        });
+        let job = ahead::Job::of(large, self.hurry.as_ref());
+        if let Some(job) = &job {
+            self.ahead.offer(job);
+        }
+        let _finish = Finish(job.as_deref());
         let tx = write_tx(&mut self.conn)?;
         let next = logical_next(&tx, id)?;
         let what = format!("session \"{}\" append", lossy(id));
@@ -327,8 +366,12 @@ impl Backend for SqliteBackend {
             sessions::upsert(&tx, header, incarnation)?;
         }
         sessions::bump_revision(&tx, id)?;
-        insert_records(&tx, id, records, &mut self.zstd)?;
+        insert_records(&tx, id, &records, &mut self.zstd, job.as_deref())?;
         tx.commit().map_err(sql_err)
+    }
+
+    fn set_hurry(&mut self, hurry: Arc<Hurry>) {
+        self.hurry = Some(hurry);
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {
@@ -393,7 +436,8 @@ impl Backend for SqliteBackend {
             "repair is stale: closer",
         )?;
         sessions::bump_revision(&tx, id)?;
-        insert_records(&tx, id, events.iter().map(Record::Event), &mut self.zstd)?;
+        let records: Vec<Record<'_>> = events.iter().map(Record::Event).collect();
+        insert_records(&tx, id, &records, &mut self.zstd, None)?;
         tx.commit().map_err(sql_err)
     }
 }

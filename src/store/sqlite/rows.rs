@@ -2,6 +2,7 @@
 //! (`sqlite.row-event`), encoding a record into columns, decoding a row
 //! into events (`codec.*`, `row.*`), and the physical scan.
 
+use std::borrow::Cow;
 use std::io::Read;
 
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
@@ -17,7 +18,7 @@ use crate::store::chunk_rows::{self, SQLITE_BOUNDS};
 pub const COLUMNS: &str = "seq, type, time, data, source_event_seqs, surface_op, ignorable";
 
 /// Data of at least this many UTF-8 bytes is considered for compression.
-const COMPRESS_FROM: usize = 4096;
+pub const COMPRESS_FROM: usize = 4096;
 /// zstd level of compressed `data`.
 const ZSTD_LEVEL: i32 = 3;
 /// Decompression limit and JSON text limit of packed-row data.
@@ -34,16 +35,17 @@ impl ToSql for Wtf8<'_> {
     }
 }
 
-/// A `data` column value: JSON text, or a zstd frame of it.
+/// A `data` column value: JSON text, or a zstd frame of it (borrowed
+/// from the event or packed row, or from a frame compressed ahead).
 #[derive(Debug, Clone)]
-pub enum Data {
+pub enum Data<'a> {
     /// TEXT.
-    Text(String),
+    Text(&'a str),
     /// BLOB: one zstd frame.
-    Blob(Vec<u8>),
+    Blob(Cow<'a, [u8]>),
 }
 
-impl ToSql for Data {
+impl ToSql for Data<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         Ok(match self {
             Data::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
@@ -54,10 +56,25 @@ impl ToSql for Data {
 
 /// `encodeData`: TEXT below 4096 bytes, else a level-3 zstd frame when it is
 /// strictly shorter than the text.
-pub fn encode_data(text: String, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<Data> {
+pub fn encode_data<'a>(
+    text: &'a str,
+    zstd: &mut zstd::bulk::Compressor<'static>,
+) -> Result<Data<'a>> {
     if text.len() < COMPRESS_FROM {
         return Ok(Data::Text(text));
     }
+    Ok(match compress_smaller(text, zstd)? {
+        Some(frame) => Data::Blob(Cow::Owned(frame)),
+        None => Data::Text(text),
+    })
+}
+
+/// The level-3 zstd frame of `text` when it is strictly shorter than the
+/// text (the compressed case of [`encode_data`]).
+pub fn compress_smaller(
+    text: &str,
+    zstd: &mut zstd::bulk::Compressor<'static>,
+) -> Result<Option<Vec<u8>>> {
     let frame = zstd.compress(text.as_bytes()).map_err(|e| {
         Error::new(
             Status::Io,
@@ -65,11 +82,7 @@ pub fn encode_data(text: String, zstd: &mut zstd::bulk::Compressor<'static>) -> 
             format!("zstd compression failed: {e}"),
         )
     })?;
-    Ok(if frame.len() < text.len() {
-        Data::Blob(frame)
-    } else {
-        Data::Text(text)
-    })
+    Ok((frame.len() < text.len()).then_some(frame))
 }
 
 /// A new compressor at the `encodeData` level.
@@ -80,17 +93,17 @@ pub fn compressor() -> Result<zstd::bulk::Compressor<'static>> {
 
 /// The surface columns of a scalar event row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SurfaceColumns {
+pub struct SurfaceColumns<'a> {
     /// `source_event_seqs`: the varint blob, NULL when absent.
     pub sources: Option<Vec<u8>>,
     /// `surface_op`: JSON text, NULL when absent.
-    pub op: Option<String>,
+    pub op: Option<&'a str>,
     /// `ignorable`: 1, or NULL.
     pub ignorable: Option<i64>,
 }
 
 /// Encode the surface columns of a scalar event row.
-pub fn surface_columns(e: &Event) -> Result<SurfaceColumns> {
+pub fn surface_columns(e: &Event) -> Result<SurfaceColumns<'_>> {
     let sources = match &e.sources() {
         None => None,
         Some(Value::Array(seqs)) => Some(codec::encode_values(seqs)?),
@@ -103,7 +116,7 @@ pub fn surface_columns(e: &Event) -> Result<SurfaceColumns> {
     };
     Ok(SurfaceColumns {
         sources,
-        op: e.op_text().map(str::to_string),
+        op: e.op_text(),
         ignorable: e.ignorable.then_some(1),
     })
 }
