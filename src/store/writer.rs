@@ -76,7 +76,7 @@ impl Hurry {
     }
 
     /// Count a waiting flush until the guard drops.
-    fn enter(&self) -> Waiting<'_> {
+    pub(crate) fn enter(&self) -> Waiting<'_> {
         *self.count() += 1;
         self.changed.notify_all();
         Waiting(self)
@@ -84,7 +84,7 @@ impl Hurry {
 }
 
 /// A flush counted in [`Hurry`].
-struct Waiting<'a>(&'a Hurry);
+pub(crate) struct Waiting<'a>(&'a Hurry);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
