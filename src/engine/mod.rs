@@ -4,6 +4,7 @@
 pub mod chunked;
 pub mod derive;
 pub mod event;
+mod input;
 pub mod repair;
 pub mod request;
 pub mod seed;

@@ -6,15 +6,14 @@ use std::sync::Arc;
 
 use super::chunked::Chunked;
 use super::derive::DeriveCache;
-use super::event::{
-    Checked, Event, APPEND_ORDER, END_SEED, REQUEST_HEADER, REQUEST_HEADER_DELTA, TURN_END,
-    TURN_START,
-};
+use super::event::{Checked, Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
+pub use super::input::{check_append_input, parse_input};
+use super::input::{check_input, Data, Intent};
 use super::request::RequestFolds;
 use super::seed::{self, SeedMode};
 use super::surface::{Candidate, CandidateData, EventLookup, Markers, Plan, Surface};
 use crate::error::{Error, Result};
-use crate::json::{self, JsString, Object, Value};
+use crate::json::{JsString, Object, Value};
 
 /// A seed: a complete event array to construct a session from.
 #[derive(Debug)]
@@ -36,45 +35,6 @@ pub struct DeriveDelta {
     pub reset: bool,
     /// The new messages (or all of them after a reset) as a JSON array.
     pub messages: String,
-}
-
-/// The `data` of one append: text already known to be canonical JSON, or a
-/// value tree (with whether it is certainly lossless).
-enum Data<'a> {
-    Canonical(&'a str),
-    Value(Value, bool),
-}
-
-impl<'a> Data<'a> {
-    /// `data` given as JSON text: canonical text is used as is (one
-    /// validating pass), anything else is parsed (`json.parse` on failure).
-    fn from_text(text: &'a str) -> Result<Data<'a>> {
-        if json::canon::is_canonical(text) {
-            return Ok(Data::Canonical(text));
-        }
-        let (v, lossless) = parse_checked_input(text, "data")?;
-        Ok(Data::Value(v, lossless))
-    }
-
-    /// Whether `data.reason` is the string `"fallback"`.
-    fn reason_is_fallback(&self) -> bool {
-        match self {
-            Data::Canonical(t) => json::canon::member(t, "reason") == Some("\"fallback\""),
-            Data::Value(v, _) => {
-                v.as_object()
-                    .and_then(|d| d.get("reason"))
-                    .and_then(Value::as_str)
-                    == Some("fallback")
-            }
-        }
-    }
-}
-
-/// Where the surface intent of one append comes from.
-enum Intent<'a> {
-    None,
-    Text(&'a str),
-    Value(Option<Value>),
 }
 
 /// A session's log: chunked, so forks share their prefix with the parent.
@@ -136,18 +96,6 @@ fn plan_event(
         sources: sources.as_ref(),
     };
     surface.plan(&c, expected, markers, log)
-}
-
-/// Parse JSON text given at the ABI (`json.parse` on failure).
-pub fn parse_input(text: &str, what: &str) -> Result<Value> {
-    Ok(parse_checked_input(text, what)?.0)
-}
-
-/// [`parse_input`], also saying whether the value is certainly lossless
-/// (no negative-zero or infinite literal was seen while parsing).
-fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool)> {
-    json::parse_checked(text)
-        .map_err(|e| Error::invalid_json("json.parse", format!("{what} is not valid JSON: {e}")))
 }
 
 impl Session {
@@ -642,75 +590,4 @@ fn refold(log: &Log, markers: Markers) -> Result<Surface> {
         surface.apply(e.seq, &plan);
     }
     Ok(surface)
-}
-
-/// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
-/// vocabulary, then the intent's surface metadata. Returns
-/// `(sourceEventSeqs, surfaceOp)`.
-fn check_input(
-    ty: &str,
-    data: &Data<'_>,
-    intent: Intent<'_>,
-) -> Result<(Option<Value>, Option<Value>)> {
-    if let Data::Value(v, false) = data {
-        if !v.is_lossless() {
-            return Err(Error::invalid_json(
-                "json.not-lossless",
-                format!("event \"{ty}\" carries data that is not JSON-serializable"),
-            ));
-        }
-    }
-    if ty == REQUEST_HEADER_DELTA {
-        return Err(Error::rejected(
-            "header.legacy",
-            "append uses the unsupported legacy request/header-delta format",
-        ));
-    }
-    if ty == REQUEST_HEADER && data.reason_is_fallback() {
-        return Err(Error::rejected(
-            "header.legacy-fallback",
-            "append uses the unsupported legacy request/header reason \"fallback\"",
-        ));
-    }
-    // The intent is parsed only after the data checks passed.
-    let (intent, intent_lossless) = match intent {
-        Intent::None => (None, true),
-        Intent::Text(t) => {
-            let (v, lossless) = parse_checked_input(t, "intent")?;
-            (Some(v), lossless)
-        }
-        Intent::Value(v) => (v, false),
-    };
-    let (sources, op) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
-        None => (None, None),
-        Some(Ok(mut o)) => (o.remove("sourceEventSeqs"), o.remove("surfaceOp")),
-        Some(Err(_)) => {
-            return Err(Error::invalid_argument(
-                "arg.intent",
-                "intent must be a JSON object or null",
-            ))
-        }
-    };
-    if !intent_lossless
-        && (!sources.as_ref().is_none_or(Value::is_lossless)
-            || !op.as_ref().is_none_or(Value::is_lossless))
-    {
-        return Err(Error::invalid_json(
-            "json.surface-metadata-not-lossless",
-            format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
-        ));
-    }
-    Ok((sources, op))
-}
-
-/// The input checks of `append` that come before the re-entrancy check
-/// (errors.md §3.1 steps 1–3), for a caller that must refuse the append
-/// anyway: it reports the earlier error when there is one.
-pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
-    check_input(
-        ty,
-        &Data::from_text(data)?,
-        intent.map_or(Intent::None, Intent::Text),
-    )
-    .map(|_| ())
 }

@@ -1,0 +1,134 @@
+//! The input side of `append` (errors.md §3.1 steps 1–3): parsing the JSON
+//! text given at the ABI, the lossless and retired-vocabulary checks of
+//! `data`, and the intent's surface metadata.
+
+use super::event::{REQUEST_HEADER, REQUEST_HEADER_DELTA};
+use crate::error::{Error, Result};
+use crate::json::{self, Value};
+
+/// The `data` of one append: text already known to be canonical JSON, or a
+/// value tree (with whether it is certainly lossless).
+pub(super) enum Data<'a> {
+    /// Canonical JSON text (checked).
+    Canonical(&'a str),
+    /// A tree and whether it is certainly lossless.
+    Value(Value, bool),
+}
+
+impl<'a> Data<'a> {
+    /// `data` given as JSON text: canonical text is used as is (one
+    /// validating pass), anything else is parsed (`json.parse` on failure).
+    pub(super) fn from_text(text: &'a str) -> Result<Data<'a>> {
+        if json::canon::is_canonical(text) {
+            return Ok(Data::Canonical(text));
+        }
+        let (v, lossless) = parse_checked_input(text, "data")?;
+        Ok(Data::Value(v, lossless))
+    }
+
+    /// Whether `data.reason` is the string `"fallback"`.
+    fn reason_is_fallback(&self) -> bool {
+        match self {
+            Data::Canonical(t) => json::canon::member(t, "reason") == Some("\"fallback\""),
+            Data::Value(v, _) => {
+                v.as_object()
+                    .and_then(|d| d.get("reason"))
+                    .and_then(Value::as_str)
+                    == Some("fallback")
+            }
+        }
+    }
+}
+
+/// Where the surface intent of one append comes from.
+pub(super) enum Intent<'a> {
+    /// No intent.
+    None,
+    /// Intent JSON text.
+    Text(&'a str),
+    /// An intent value (a batch item's).
+    Value(Option<Value>),
+}
+
+/// Parse JSON text given at the ABI (`json.parse` on failure).
+pub fn parse_input(text: &str, what: &str) -> Result<Value> {
+    Ok(parse_checked_input(text, what)?.0)
+}
+
+/// [`parse_input`], also saying whether the value is certainly lossless
+/// (no negative-zero or infinite literal was seen while parsing).
+pub(super) fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool)> {
+    json::parse_checked(text)
+        .map_err(|e| Error::invalid_json("json.parse", format!("{what} is not valid JSON: {e}")))
+}
+
+/// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
+/// vocabulary, then the intent's surface metadata. Returns
+/// `(sourceEventSeqs, surfaceOp)`.
+pub(super) fn check_input(
+    ty: &str,
+    data: &Data<'_>,
+    intent: Intent<'_>,
+) -> Result<(Option<Value>, Option<Value>)> {
+    if let Data::Value(v, false) = data {
+        if !v.is_lossless() {
+            return Err(Error::invalid_json(
+                "json.not-lossless",
+                format!("event \"{ty}\" carries data that is not JSON-serializable"),
+            ));
+        }
+    }
+    if ty == REQUEST_HEADER_DELTA {
+        return Err(Error::rejected(
+            "header.legacy",
+            "append uses the unsupported legacy request/header-delta format",
+        ));
+    }
+    if ty == REQUEST_HEADER && data.reason_is_fallback() {
+        return Err(Error::rejected(
+            "header.legacy-fallback",
+            "append uses the unsupported legacy request/header reason \"fallback\"",
+        ));
+    }
+    // The intent is parsed only after the data checks passed.
+    let (intent, intent_lossless) = match intent {
+        Intent::None => (None, true),
+        Intent::Text(t) => {
+            let (v, lossless) = parse_checked_input(t, "intent")?;
+            (Some(v), lossless)
+        }
+        Intent::Value(v) => (v, false),
+    };
+    let (sources, op) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
+        None => (None, None),
+        Some(Ok(mut o)) => (o.remove("sourceEventSeqs"), o.remove("surfaceOp")),
+        Some(Err(_)) => {
+            return Err(Error::invalid_argument(
+                "arg.intent",
+                "intent must be a JSON object or null",
+            ))
+        }
+    };
+    if !intent_lossless
+        && (!sources.as_ref().is_none_or(Value::is_lossless)
+            || !op.as_ref().is_none_or(Value::is_lossless))
+    {
+        return Err(Error::invalid_json(
+            "json.surface-metadata-not-lossless",
+            format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
+        ));
+    }
+    Ok((sources, op))
+}
+
+/// The input checks of `append` that come before the re-entrancy check
+/// (errors.md §3.1 steps 1–3), for a caller that must refuse the append
+/// anyway: it reports the earlier error when there is one.
+pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
+    check_input(
+        ty,
+        &Data::from_text(data)?,
+        intent.map_or(Intent::None, Intent::Text),
+    )
+    .map(|_| ())
+}

@@ -1,0 +1,184 @@
+//! Tests of `writer`.
+use super::*;
+use crate::engine::event::APPEND_ORDER;
+use crate::json::JsString;
+use crate::store::backend::{header_id, Listed, Loaded, Torn};
+use crate::store::memory::MemoryBackend;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// A memory backend whose writes can be made to fail.
+struct Flaky {
+    inner: MemoryBackend,
+    fail: Arc<AtomicBool>,
+    writes: Arc<AtomicUsize>,
+}
+
+impl Backend for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn list(&mut self) -> Result<Vec<Listed>> {
+        self.inner.list()
+    }
+    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
+        self.inner.load(id)
+    }
+    fn revision(&mut self, id: &str) -> Result<Option<String>> {
+        self.inner.revision(id)
+    }
+    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(Error::new(crate::Status::Io, "io.write", "disk on fire"));
+        }
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.append(header, events, materialize)
+    }
+    fn delete(&mut self, id: &str) -> Result<bool> {
+        self.inner.delete(id)
+    }
+    fn commit_repair(
+        &mut self,
+        header: &Value,
+        torn: Option<&Torn>,
+        events: &[Arc<Event>],
+    ) -> Result<()> {
+        self.inner.commit_repair(header, torn, events)
+    }
+}
+
+fn event(seq: u64) -> Arc<Event> {
+    Arc::new(Event::new(
+        JsString::from("plugin/x"),
+        seq,
+        0,
+        Value::Number(seq as f64),
+        None,
+        None,
+        APPEND_ORDER,
+    ))
+}
+
+fn setup(
+    window_ms: u64,
+) -> (
+    Writer,
+    SharedBackend,
+    Arc<AtomicBool>,
+    Arc<AtomicUsize>,
+    Value,
+) {
+    let fail = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicUsize::new(0));
+    let backend: SharedBackend = Arc::new(Mutex::new(Box::new(Flaky {
+        inner: MemoryBackend::new(),
+        fail: fail.clone(),
+        writes: writes.clone(),
+    })));
+    let header = Value::obj([("version", Value::Number(0.0)), ("id", Value::str("s"))]);
+    let w = Writer::new(backend.clone(), window_ms);
+    w.track(header_id(&header), &header, None);
+    (w, backend, fail, writes, header)
+}
+
+fn stored_len(b: &SharedBackend) -> usize {
+    lock_backend(b)
+        .load("s")
+        .unwrap()
+        .map_or(0, |l| l.events.len())
+}
+
+#[test]
+fn appends_are_batched_within_the_window_and_flush_is_the_barrier() {
+    let (w, backend, _, writes, _) = setup(10_000);
+    for seq in 0..50 {
+        w.enqueue("s", &[event(seq)]).unwrap();
+    }
+    assert_eq!(
+        stored_len(&backend),
+        0,
+        "nothing written before the window or a flush"
+    );
+    w.flush("s").unwrap();
+    assert_eq!(stored_len(&backend), 50);
+    assert_eq!(writes.load(Ordering::SeqCst), 1, "one batch");
+}
+
+#[test]
+fn the_window_writes_without_a_flush() {
+    let (w, backend, _, _, _) = setup(5);
+    w.enqueue("s", &[event(0), event(1)]).unwrap();
+    let start = Instant::now();
+    while stored_len(&backend) < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "background write never happened"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_failed_write_keeps_its_events_in_order_and_the_next_flush_retries() {
+    let (w, backend, fail, _, _) = setup(10_000);
+    w.enqueue("s", &[event(0), event(1)]).unwrap();
+    fail.store(true, Ordering::SeqCst);
+    let err = w.flush("s").unwrap_err();
+    assert_eq!(err.rule, "io.write");
+    w.enqueue("s", &[event(2)]).unwrap();
+    assert_eq!(w.flush("s").unwrap_err().rule, "io.write");
+    fail.store(false, Ordering::SeqCst);
+    w.flush("s").unwrap();
+    let loaded = lock_backend(&backend).load("s").unwrap().unwrap();
+    let seqs: Vec<f64> = loaded
+        .values()
+        .iter()
+        .map(|e| e.as_object().unwrap().get("seq").unwrap().as_f64().unwrap())
+        .collect();
+    assert_eq!(seqs, [0.0, 1.0, 2.0]);
+}
+
+#[test]
+fn a_zero_window_writes_inside_the_append_and_reports_failure() {
+    let (w, backend, fail, _, _) = setup(0);
+    w.enqueue("s", &[event(0)]).unwrap();
+    assert_eq!(stored_len(&backend), 1);
+    fail.store(true, Ordering::SeqCst);
+    assert!(w.enqueue("s", &[event(1)]).is_err());
+    fail.store(false, Ordering::SeqCst);
+    // The failed batch is not kept: the session undoes that append.
+    w.flush("s").unwrap();
+    assert_eq!(stored_len(&backend), 1);
+}
+
+#[test]
+fn a_batch_that_does_not_continue_the_stored_log_is_refused_and_nothing_is_written() {
+    let (w, backend, _, _, _) = setup(0);
+    w.enqueue("s", &[event(0), event(1)]).unwrap();
+    for bad in [vec![event(3)], vec![event(1)], vec![event(2), event(4)]] {
+        let err = w.enqueue("s", &bad).unwrap_err();
+        assert_eq!(err.rule, "persist.append-seq-mismatch");
+        assert_eq!(err.status, crate::Status::Conflict);
+    }
+    assert_eq!(stored_len(&backend), 2);
+    w.enqueue("s", &[event(2)]).unwrap();
+    assert_eq!(stored_len(&backend), 3);
+}
+
+#[test]
+fn memory_is_bounded_by_the_high_water_mark() {
+    let (w, backend, fail, _, _) = setup(60_000);
+    let batch: Vec<Arc<Event>> = (0..HIGH_WATER_EVENTS as u64).map(event).collect();
+    w.enqueue("s", &batch).unwrap();
+    fail.store(true, Ordering::SeqCst);
+    assert!(
+        w.reserve().is_err(),
+        "above the mark with a failing disk: refuse"
+    );
+    fail.store(false, Ordering::SeqCst);
+    w.reserve().unwrap();
+    assert_eq!(
+        stored_len(&backend),
+        HIGH_WATER_EVENTS,
+        "reserve drained the backlog"
+    );
+}
