@@ -343,40 +343,15 @@ impl Event {
         e
     }
 
-    /// A new event in `append` key order whose `data` is given as text that
-    /// is already canonical JSON (the caller checked it).
+    /// A new event in `append` key order whose `data` is canonical JSON text
+    /// and whose data and surface metadata the caller checked lossless (an
+    /// append, or stored columns read back).
     pub fn with_canonical_data(
         ty: JsString,
         seq: u64,
         time: i64,
         data: &str,
-        sources: Option<&Value>,
-        op: Option<&Value>,
-    ) -> Event {
-        Event::assemble(
-            ty,
-            seq,
-            time,
-            Member::Text(data),
-            sources,
-            op,
-            false,
-            APPEND_ORDER,
-            data.len() + 64,
-        )
-    }
-
-    /// An event read back from stored columns (keys in `append` order)
-    /// whose `data` and surface metadata are canonical, lossless JSON
-    /// already checked by the caller.
-    #[allow(clippy::too_many_arguments)]
-    pub fn from_columns(
-        ty: JsString,
-        seq: u64,
-        time: i64,
-        data: &str,
-        sources: Option<&Value>,
-        op: Option<&Value>,
+        (sources, op): (Option<&Value>, Option<&Value>),
         ignorable: bool,
     ) -> Event {
         let e = Event::assemble(

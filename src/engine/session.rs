@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::chunked::Chunked;
 use super::derive::DeriveCache;
-use super::event::{Checked, Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
+use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
 pub use super::input::{check_append_input, parse_input};
 use super::input::{check_input, Data, Intent};
 use super::request::RequestFolds;
@@ -226,22 +226,19 @@ impl Session {
         intent: Intent<'_>,
         now: i64,
     ) -> Result<(Event, Plan)> {
+        // check_input proves data and surface metadata lossless.
         let (sources, op) = check_input(ty, &data, intent)?;
         let (sources, op) = (sources.as_ref(), op.as_ref());
         let seq = self.log.len() as u64;
+        let ty = JsString::from(ty);
         let event = match data {
             Data::Canonical(text) => {
-                Event::with_canonical_data(JsString::from(ty), seq, now, text, sources, op)
+                Event::with_canonical_data(ty, seq, now, text, (sources, op), false)
             }
             Data::Value(v, _) => {
-                let mut text = String::with_capacity(256);
-                v.write_json(&mut text);
-                drop(v);
-                Event::with_canonical_data(JsString::from(ty), seq, now, &text, sources, op)
+                Event::with_canonical_data(ty, seq, now, &v.to_json(), (sources, op), false)
             }
         };
-        // check_input proved data and surface metadata lossless.
-        event.mark_checked(Checked::LOSSLESS);
         // Planned with the metadata values at hand (not read back).
         let c = Candidate {
             ty: Some(&event.ty),

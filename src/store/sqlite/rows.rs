@@ -361,13 +361,12 @@ fn canonical_event(row: &RawRow) -> Option<Event> {
     if !canon::is_canonical(&data) {
         return None;
     }
-    Some(Event::from_columns(
+    Some(Event::with_canonical_data(
         JsString::from_wtf8(row.ty.clone()),
         seq,
         row.time,
         &data,
-        sources.as_ref(),
-        op.as_ref(),
+        (sources.as_ref(), op.as_ref()),
         row.ignorable == Some(1),
     ))
 }
