@@ -590,8 +590,14 @@ fn parse_member(text: &str) -> Value {
     json::parse(text).expect("event text is canonical JSON")
 }
 
+/// Whether canonical `data` text has `reason: "fallback"`: the retired
+/// `request/header` vocabulary (`header.legacy-fallback`).
+pub fn has_fallback_reason(data: &str) -> bool {
+    canon::member(data, "reason") == Some("\"fallback\"")
+}
+
 /// A non-negative safe integer written canonically (`0` or no leading zero).
-fn plain_int(text: &str) -> Option<u64> {
+pub fn plain_int(text: &str) -> Option<u64> {
     if text.is_empty() || text.len() > 16 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

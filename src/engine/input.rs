@@ -2,7 +2,7 @@
 //! text given at the ABI, the lossless and retired-vocabulary checks of
 //! `data`, and the intent's surface metadata.
 
-use super::event::{REQUEST_HEADER, REQUEST_HEADER_DELTA};
+use super::event::{has_fallback_reason, REQUEST_HEADER, REQUEST_HEADER_DELTA};
 use crate::error::{Error, Result};
 use crate::json::{self, Value};
 
@@ -29,7 +29,7 @@ impl<'a> Data<'a> {
     /// Whether `data.reason` is the string `"fallback"`.
     fn reason_is_fallback(&self) -> bool {
         match self {
-            Data::Canonical(t) => json::canon::member(t, "reason") == Some("\"fallback\""),
+            Data::Canonical(t) => has_fallback_reason(t),
             Data::Value(v, _) => {
                 v.as_object()
                     .and_then(|d| d.get("reason"))

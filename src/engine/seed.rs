@@ -99,8 +99,8 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
         // (Without `messages` the caller checked them: a restored log.)
         event.mark_checked(Checked::SHAPE);
     }
-    let fallback = event.ty == REQUEST_HEADER
-        && crate::json::canon::member(event.data_text(), "reason") == Some("\"fallback\"");
+    let fallback =
+        event.ty == REQUEST_HEADER && super::event::has_fallback_reason(event.data_text());
     if fallback {
         return Err(Error::rejected(
             "header.legacy-fallback",

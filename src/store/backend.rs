@@ -57,15 +57,7 @@ impl Stored {
     /// The stored `seq` when it is a non-negative safe integer.
     pub fn seq(&self) -> Option<u64> {
         match self {
-            Stored::Canonical(t) => {
-                let n = canon::member(t, "seq")?;
-                if n.is_empty() || n.len() > 16 || !n.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                n.parse()
-                    .ok()
-                    .filter(|&n| n <= crate::engine::event::MAX_SAFE)
-            }
+            Stored::Canonical(t) => crate::engine::event::plain_int(canon::member(t, "seq")?),
             Stored::Value(v) => v.as_object()?.get("seq")?.as_safe_u64(),
             Stored::Event(e) => Some(e.seq),
         }

@@ -77,7 +77,7 @@ impl Backend for MemoryBackend {
                     format!("session \"{id}\" already has a persisted log; open it instead"),
                 ));
             }
-            check_ends(id, 0, events)?;
+            check_log_ends(id, 0, events)?;
             self.sessions.insert(
                 id.to_string(),
                 Stored {
@@ -95,7 +95,7 @@ impl Backend for MemoryBackend {
                 format!("session \"{id}\" not found"),
             )
         })?;
-        check_ends(id, stored.events.len() as u64, events)?;
+        check_log_ends(id, stored.events.len() as u64, events)?;
         stored.events.extend(events.iter().cloned());
         stored.revision += 1;
         Ok(())
@@ -121,7 +121,7 @@ impl Backend for MemoryBackend {
 /// [`check_contiguous`] for a session's log, whose events carry their
 /// index as seq by construction: its first and last event must continue
 /// the stored log (O(1), so a fork's shared seed is not walked).
-fn check_ends(id: &str, next: u64, events: &Log) -> Result<()> {
+pub fn check_log_ends(id: &str, next: u64, events: &Log) -> Result<()> {
     let n = events.len();
     match (events.first(), events.last()) {
         (Some(first), Some(last)) if first.seq == next && last.seq == next + n as u64 - 1 => Ok(()),

@@ -432,7 +432,7 @@ fn current_format(e: &Event) -> bool {
         return upgrade::is_current_turn_event(&e.to_value());
     }
     if e.ty == REQUEST_HEADER {
-        return crate::json::canon::member(e.data_text(), "reason") != Some("\"fallback\"");
+        return !crate::engine::event::has_fallback_reason(e.data_text());
     }
     if e.ty == "steering/message" || e.ty == "mode/set" || e.ty == REQUEST_HEADER_DELTA {
         return false;

@@ -325,9 +325,11 @@ impl Writer {
             }),
             // A session's own log is contiguous by construction: its ends
             // must continue the stored log, and it is handed over shared.
-            Batch::Log(log) => check_log_continues(id, next_seq, log).and_then(|()| {
-                lock_backend(&self.shared.backend).append_log(&header, log, !materialized)
-            }),
+            Batch::Log(log) => {
+                crate::store::memory::check_log_ends(id, next_seq, log).and_then(|()| {
+                    lock_backend(&self.shared.backend).append_log(&header, log, !materialized)
+                })
+            }
         };
         let mut st = self.shared.lock();
         st.busy = false;
@@ -415,16 +417,6 @@ impl Drop for Writer {
 /// `persist.append-seq-mismatch`: a batch must continue the stored log.
 fn check_continues(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
     crate::store::memory::check_contiguous(id, next, events)
-}
-
-/// [`check_continues`] for a session's log (contiguous by construction):
-/// its first and last seq must continue the stored log.
-fn check_log_continues(id: &str, next: u64, log: &Log) -> Result<()> {
-    let n = log.len() as u64;
-    match (log.first(), log.last()) {
-        (Some(a), Some(b)) if a.seq == next && b.seq + 1 == next + n => Ok(()),
-        _ => crate::store::memory::check_contiguous(id, next, log.iter()),
-    }
 }
 
 /// What a synchronous write takes: a few appended events, or a whole log.
