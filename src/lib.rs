@@ -20,5 +20,7 @@ pub mod error;
 pub mod ffi;
 pub mod json;
 pub mod store;
+#[cfg(test)]
+mod test_rng;
 
 pub use error::{Error, Result, Status};

@@ -1,5 +1,6 @@
 //! Tests of `chunked`.
 use super::*;
+use crate::test_rng::Rng;
 
 const SIZES: [usize; 6] = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7];
 
@@ -188,24 +189,6 @@ fn zero_sized_elements() {
     assert_eq!(l.iter().count(), 3);
     l.clear();
     assert!(l.is_empty());
-}
-
-/// Deterministic xorshift64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 #[test]

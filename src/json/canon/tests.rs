@@ -1,6 +1,7 @@
 //! Tests of the canonical-JSON check and navigation.
 use super::*;
 use crate::json::{parse, parse_checked, Object, Value};
+use crate::test_rng::Rng;
 
 // ---- oracle -----------------------------------------------------------
 
@@ -30,27 +31,6 @@ fn check(t: &str) -> bool {
 }
 
 // ---- deterministic generator -------------------------------------------
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 fn gen_string(r: &mut Rng) -> JsString {
     let len = match r.below(10) {

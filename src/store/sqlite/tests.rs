@@ -133,12 +133,9 @@ fn every_shape() -> Vec<Arc<Event>> {
         r#"{{"type":"assistant/message","seq":24,"time":1,"data":{{"message":{{"role":"assistant","content":"{big}"}}}},"surfaceOp":{{"kind":"replace","from":1}},"sourceEventSeqs":[2,3,4]}}"#
     )));
     let mut noise = String::new();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rng = crate::test_rng::Rng(0x2545_f491_4f6c_dd1d);
     while noise.len() < 6000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        noise.push(char::from_u32(0x4e00 + (x % 20000) as u32).unwrap());
+        noise.push(char::from_u32(0x4e00 + (rng.next() % 20000) as u32).unwrap());
     }
     out.push(plain(
         25,
