@@ -3,6 +3,8 @@
 //! (`JSON.stringify` of the parsed input), whatever form the input had,
 //! and a fork must share, never alias, its parent's events.
 
+mod support;
+
 use std::sync::Arc;
 
 use ::dsh_session::engine::event::Checked;
@@ -176,22 +178,8 @@ fn a_seed_given_as_values_and_the_same_events_as_text_make_the_same_session() {
 /// text of every event the opened session holds.
 fn open_texts(name: &str, lines: &[String]) -> Vec<String> {
     use ::dsh_session::store::Store;
-    let dir = std::env::temp_dir().join(format!("dsh-event-text-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let log_dir = dir.join("_no-cwd").join("z");
-    std::fs::create_dir_all(&log_dir).unwrap();
-    let mut body = String::from(
-        "{\"type\":\"session\",\"version\":0,\"id\":\"z\",\"createdAt\":1,\"delegationDepth\":0}\n",
-    );
-    for l in lines {
-        body.push_str(l);
-        body.push('\n');
-    }
-    std::fs::write(log_dir.join("session.jsonl"), body).unwrap();
-    let config = format!(
-        r#"{{"backend":"jsonl","path":{},"compression":"none"}}"#,
-        Value::str(dir.to_str().unwrap()).to_json()
-    );
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let (dir, config) = support::raw_jsonl_store(name, "z", &lines);
     let store = Store::open(Some(&config)).unwrap();
     let (s, _) = store.open_session("z").unwrap();
     let texts = s

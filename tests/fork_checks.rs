@@ -5,7 +5,6 @@
 mod support;
 
 use ::dsh_session::ffi::*;
-use ::dsh_session::json::Value;
 use support::*;
 
 #[test]
@@ -41,19 +40,10 @@ fn a_live_message_without_id_refuses_every_fork_and_a_clean_prefix_forks() {
 
 #[test]
 fn a_stored_negative_zero_opens_but_refuses_every_fork() {
-    let dir = temp_dir("fork-neg-zero");
-    let root = dir.join("root");
-    let log_dir = root.join("_no-cwd").join("z");
-    std::fs::create_dir_all(&log_dir).unwrap();
-    std::fs::write(
-        log_dir.join("session.jsonl"),
-        "{\"type\":\"session\",\"version\":0,\"id\":\"z\",\"createdAt\":1,\"delegationDepth\":0}\n\
-         {\"type\":\"plugin/x\",\"seq\":0,\"time\":1,\"data\":{\"v\":-0},\"ignorable\":true}\n",
-    )
-    .unwrap();
-    let config = format!(
-        r#"{{"backend":"jsonl","path":{},"compression":"none"}}"#,
-        Value::str(root.to_str().unwrap()).to_json()
+    let (_dir, config) = raw_jsonl_store(
+        "fork-neg-zero",
+        "z",
+        &[r#"{"type":"plugin/x","seq":0,"time":1,"data":{"v":-0},"ignorable":true}"#],
     );
     let store = Store::open(&config).unwrap();
     let (s, _) = store

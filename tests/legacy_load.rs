@@ -8,27 +8,9 @@ use ::dsh_session::ffi::*;
 use ::dsh_session::json::Value;
 use support::*;
 
-const HEADER: &str =
-    r#"{"type":"session","version":0,"id":"old","createdAt":1700000000000,"delegationDepth":0}"#;
-
 /// A raw-lines JSONL store whose session "old" holds `lines`.
 fn store_with(lines: &[&str]) -> (std::path::PathBuf, String) {
-    let dir = temp_dir("legacy");
-    let root = dir.join("root");
-    let log_dir = root.join("_no-cwd").join("old");
-    std::fs::create_dir_all(&log_dir).unwrap();
-    let mut text = String::from(HEADER);
-    text.push('\n');
-    for l in lines {
-        text.push_str(l);
-        text.push('\n');
-    }
-    std::fs::write(log_dir.join("session.jsonl"), text).unwrap();
-    let config = format!(
-        r#"{{"backend":"jsonl","path":{},"compression":"none"}}"#,
-        Value::str(root.to_str().unwrap()).to_json()
-    );
-    (dir, config)
+    raw_jsonl_store("legacy", "old", lines)
 }
 
 fn open(config: &str) -> Result<Value, (dsh_status, String)> {

@@ -209,6 +209,31 @@ pub fn strip_time(mut v: Value) -> Value {
 }
 
 /// A fresh, empty directory under the system temp dir.
+/// A raw-lines JSONL store (under a fresh temp dir named after `tag`)
+/// whose session `id` holds `lines` after the reference's header line.
+/// Returns the temp dir and the store config.
+#[allow(dead_code)]
+pub fn raw_jsonl_store(tag: &str, id: &str, lines: &[&str]) -> (std::path::PathBuf, String) {
+    let dir = temp_dir(tag);
+    let root = dir.join("root");
+    let log_dir = root.join("_no-cwd").join(id);
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let mut text = format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":1700000000000,"delegationDepth":0}}"#
+    );
+    text.push('\n');
+    for l in lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    std::fs::write(log_dir.join("session.jsonl"), text).unwrap();
+    let config = format!(
+        r#"{{"backend":"jsonl","path":{},"compression":"none"}}"#,
+        ::dsh_session::json::Value::str(root.to_str().unwrap()).to_json()
+    );
+    (dir, config)
+}
+
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
