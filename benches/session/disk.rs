@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use crate::abi::{Buf, Store};
 use crate::baselines::Baselines;
 use crate::report::{fmt_n, row, Report};
-use crate::util::{dir_size, median, percentile};
+use crate::util::{dir_size, median, percentile, TempDir};
 use crate::Ctx;
 
 /// Flush latency of the jsonl and sqlite backends: append one event, then
@@ -19,13 +19,7 @@ pub fn flush(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
     let Ctx { stream, tmp, .. } = *cx;
     for backend in ["jsonl", "sqlite"] {
         eprintln!("flush latency ({backend}) ...");
-        let path = tmp.0.join(format!("flush-{backend}"));
-        let path = if backend == "sqlite" {
-            path.with_extension("db")
-        } else {
-            path
-        };
-        let config = json!({ "backend": backend, "path": path.to_str().unwrap() }).to_string();
+        let (_, config) = store_at(tmp, "flush", backend);
         let store = Store::open(&config);
         let s = store.create("bench-flush");
         let mut out = Buf::new();
@@ -87,13 +81,7 @@ pub fn write_behind(
     let (fsync_s, sqlite_s, append_file_s) = (base.fsync_s, base.sqlite_s, base.append_file_s);
     let mut stored: Vec<(&'static str, String, PathBuf)> = Vec::new();
     for backend in ["jsonl", "sqlite"] {
-        let path = tmp.0.join(format!("store-{backend}"));
-        let path = if backend == "sqlite" {
-            path.with_extension("db")
-        } else {
-            path
-        };
-        let config = json!({ "backend": backend, "path": path.to_str().unwrap() }).to_string();
+        let (path, config) = store_at(tmp, "store", backend);
         let store = Store::open(&config);
         for &n in sizes {
             eprintln!("write-behind {backend} {} ...", fmt_n(n));
@@ -164,4 +152,17 @@ pub fn write_behind(
         stored.push((backend, config, path));
     }
     stored
+}
+
+/// The path of a bench store `<name>-<backend>` (`.db` for SQLite) under
+/// the bench's temp dir, and its store config.
+fn store_at(tmp: &TempDir, name: &str, backend: &str) -> (PathBuf, String) {
+    let path = tmp.0.join(format!("{name}-{backend}"));
+    let path = if backend == "sqlite" {
+        path.with_extension("db")
+    } else {
+        path
+    };
+    let config = json!({ "backend": backend, "path": path.to_str().unwrap() }).to_string();
+    (path, config)
 }
