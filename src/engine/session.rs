@@ -546,7 +546,7 @@ impl Session {
     }
 
     /// The header of a fork child (lifecycle.md §5 step 6).
-    pub fn fork_header(&self, child_id: &str, seed_length: usize, now: i64) -> Value {
+    fn fork_header(&self, child_id: &str, seed_length: usize, now: i64) -> Value {
         let mut h = Object::new();
         h.insert_str("version", Value::Number(seed::FORMAT_VERSION as f64));
         h.insert_str("id", Value::str(child_id));
