@@ -325,21 +325,38 @@ impl Event {
         op: Option<Value>,
         order: [EnvKey; 7],
     ) -> Event {
+        let e = Event::from_data_value(ty, seq, time, &data, (sources, op), false, order);
+        let _ = e.tree.set(Box::new(data));
+        e
+    }
+
+    /// An event whose `data` is a value tree (written out canonically).
+    /// The text cannot carry a value JSON would change (`-0`, an
+    /// overflowing number): the event remembers it had one, so the
+    /// lossless checks of a later fork still refuse it.
+    fn from_data_value(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: &Value,
+        (sources, op): (Option<Value>, Option<Value>),
+        ignorable: bool,
+        order: [EnvKey; 7],
+    ) -> Event {
         let e = Event::assemble(
             ty,
             seq,
             time,
-            Member::Value(&data),
+            Member::Value(data),
             sources.as_ref(),
             op.as_ref(),
-            false,
+            ignorable,
             order,
-            64,
+            256,
         );
         if !data.is_lossless() {
             e.mark_checked(Checked::LOSSY);
         }
-        let _ = e.tree.set(Box::new(data));
         e
     }
 
@@ -560,24 +577,15 @@ impl Event {
         };
         let sources = obj.remove("sourceEventSeqs");
         let op = obj.remove("surfaceOp");
-        let e = Event::assemble(
+        Ok(Event::from_data_value(
             ty,
             seq,
             time,
-            Member::Value(&data),
-            sources.as_ref(),
-            op.as_ref(),
+            &data,
+            (sources, op),
             ignorable,
             order,
-            256,
-        );
-        // The text cannot carry a value JSON would change (`-0`, an
-        // overflowing number): the event remembers it had one, so the
-        // lossless checks of a later fork still refuse it.
-        if !data.is_lossless() {
-            e.mark_checked(Checked::LOSSY);
-        }
-        Ok(e)
+        ))
     }
 
     /// The event as a JSON value (used by pure folds and tests).
