@@ -91,8 +91,11 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
     // them again: they depend on the event alone.
     if !event.is_checked(Checked::SHAPE) {
         if event.ty == REQUEST_HEADER {
-            // A tree for the check only (not kept on the event).
-            check_request_header(&event.parse_data(), index)?;
+            // Decided on the text when it passes; otherwise a tree for the
+            // check only (not kept on the event), for the precise rule.
+            if !request_header_text_ok(event.data_text()) {
+                check_request_header(&event.parse_data(), index)?;
+            }
         } else if messages {
             check_event_message(event, &subject).map_err(|e| e.at_index(index))?;
         }
@@ -153,82 +156,203 @@ fn message_text_ok(data: &str, kind: MessageKind) -> bool {
 }
 
 fn message_text_check(data: &str, kind: MessageKind) -> Option<bool> {
-    use crate::json::canon::{is_nonempty_string, member, members};
-    let m = match kind {
-        MessageKind::User => data,
-        _ => member(data, "message")?,
-    };
-    let role_want = if kind == MessageKind::Assistant {
-        "\"assistant\""
+    use crate::json::canon::{skip_value, walk_members};
+    // One pass over the data: the message is walked into, not skipped and
+    // then read again, so its long texts are skimmed once.
+    let mut m = MessageText::default();
+    if kind == MessageKind::User {
+        walk_message(data, 0, kind, &mut m)?;
     } else {
-        "\"user\""
-    };
-    // One pass over the message's members (canonical: no duplicates).
-    let (mut id, mut role, mut source, mut content) = (None, None, None, None);
-    for (k, v) in members(m)? {
-        match k {
-            "id" => id = Some(v),
-            "role" => role = Some(v),
-            "source" => source = Some(v),
-            "content" => content = Some(v),
-            _ => {}
-        }
-    }
-    let (source, content) = (source?, content?);
-    let (mut source_kind, mut provider, mut model, mut call_id) = (None, None, None, None);
-    for (k, v) in members(source)? {
-        match k {
-            "kind" => source_kind = Some(v),
-            "provider" => provider = Some(v),
-            "model" => model = Some(v),
-            "callId" => call_id = Some(v),
-            _ => {}
-        }
-    }
-    let source_kind = source_kind?;
-    let ok = is_nonempty_string(id?)
-        && role? == role_want
-        && is_nonempty_string(source_kind)
-        && content.starts_with('[');
-    if !ok {
-        return Some(false);
-    }
-    Some(match kind {
-        MessageKind::User => true,
-        MessageKind::Assistant => {
-            source_kind == "\"model\""
-                && is_nonempty_string(provider?)
-                && is_nonempty_string(model?)
-        }
-        MessageKind::ToolResult => {
-            let call_id = call_id?;
-            if source_kind != "\"tool\"" || !is_nonempty_string(call_id) {
-                return Some(false);
+        let mut seen = false;
+        walk_members(data, 0, |k, v| {
+            if k == "message" {
+                seen = true;
+                walk_message(data, v, kind, &mut m)
+            } else {
+                skip_value(data, v)
             }
-            // `content` must be `[{...}]`: the block's members are read
-            // straight from after the `[`, and the block must end right
-            // before the closing `]` (one pass over the block).
-            let Some(inner_text) = content.strip_prefix("[{").map(|_| &content[1..]) else {
-                return Some(false);
-            };
-            let (mut ty, mut inner, mut tool_call_id) = (None, None, None);
-            let mut last_end = 0;
-            let base = inner_text.as_ptr() as usize;
-            for (k, v) in members(inner_text)? {
-                last_end = v.as_ptr() as usize - base + v.len();
-                match k {
-                    "type" => ty = Some(v),
-                    "content" => inner = Some(v),
-                    "toolCallId" => tool_call_id = Some(v),
-                    _ => {}
+        })?;
+        if !seen {
+            return None;
+        }
+    }
+    m.verdict(kind)
+}
+
+/// What [`message_text_check`] reads of one message: value texts.
+#[derive(Default)]
+struct MessageText<'a> {
+    id: Option<&'a str>,
+    role: Option<&'a str>,
+    /// `content` is present and an array.
+    content: Option<bool>,
+    source_kind: Option<&'a str>,
+    provider: Option<&'a str>,
+    model: Option<&'a str>,
+    call_id: Option<&'a str>,
+    /// Tool results: the number of content blocks, and the first block's
+    /// `type`, whether its `content` is an array, and its `toolCallId`.
+    blocks: usize,
+    block_type: Option<&'a str>,
+    block_content: Option<bool>,
+    block_call_id: Option<&'a str>,
+}
+
+impl MessageText<'_> {
+    /// The text check's answer (see [`message_text_check`]).
+    fn verdict(&self, kind: MessageKind) -> Option<bool> {
+        use crate::json::canon::is_nonempty_string;
+        let role_want = if kind == MessageKind::Assistant {
+            "\"assistant\""
+        } else {
+            "\"user\""
+        };
+        let source_kind = self.source_kind?;
+        let ok = is_nonempty_string(self.id?)
+            && self.role? == role_want
+            && is_nonempty_string(source_kind)
+            && self.content?;
+        if !ok {
+            return Some(false);
+        }
+        Some(match kind {
+            MessageKind::User => true,
+            MessageKind::Assistant => {
+                source_kind == "\"model\""
+                    && is_nonempty_string(self.provider?)
+                    && is_nonempty_string(self.model?)
+            }
+            MessageKind::ToolResult => {
+                let call_id = self.call_id?;
+                // `content` must be exactly one tool-result block.
+                if source_kind != "\"tool\"" || !is_nonempty_string(call_id) || self.blocks != 1 {
+                    return Some(false);
                 }
+                self.block_type? == "\"tool-result\""
+                    && self.block_content?
+                    && self.block_call_id? == call_id
             }
-            if inner_text.get(last_end..) != Some("}]") {
-                return Some(false);
+        })
+    }
+}
+
+/// Walk the message object at byte `start` of `text` (one pass), filling
+/// `m`; returns the end of the message.
+fn walk_message<'a>(
+    text: &'a str,
+    start: usize,
+    kind: MessageKind,
+    m: &mut MessageText<'a>,
+) -> Option<usize> {
+    use crate::json::canon::{skip_value, walk_elements, walk_members};
+    let value = |v: usize, end: usize| text.get(v..end);
+    walk_members(text, start, |k, v| match k {
+        "source" => walk_members(text, v, |sk, sv| {
+            let end = skip_value(text, sv)?;
+            match sk {
+                "kind" => m.source_kind = value(sv, end),
+                "provider" => m.provider = value(sv, end),
+                "model" => m.model = value(sv, end),
+                "callId" => m.call_id = value(sv, end),
+                _ => {}
             }
-            ty? == "\"tool-result\"" && inner?.starts_with('[') && tool_call_id? == call_id
+            Some(end)
+        }),
+        "content" if kind == MessageKind::ToolResult => {
+            // The blocks are walked into: the first block's members are
+            // read on the way, its long content is skimmed once.
+            m.content = Some(true);
+            walk_elements(text, v, |e| {
+                m.blocks += 1;
+                if m.blocks > 1 || text.as_bytes().get(e) != Some(&b'{') {
+                    return skip_value(text, e);
+                }
+                walk_members(text, e, |bk, bv| {
+                    let end = skip_value(text, bv)?;
+                    match bk {
+                        "type" => m.block_type = value(bv, end),
+                        "content" => m.block_content = Some(text.as_bytes()[bv] == b'['),
+                        "toolCallId" => m.block_call_id = value(bv, end),
+                        _ => {}
+                    }
+                    Some(end)
+                })
+            })
+        }
+        _ => {
+            let end = skip_value(text, v)?;
+            match k {
+                "id" => m.id = value(v, end),
+                "role" => m.role = value(v, end),
+                "content" => m.content = Some(text.as_bytes()[v] == b'['),
+                _ => {}
+            }
+            Some(end)
         }
     })
+}
+
+/// Whether [`check_request_header`] passes, decided on canonical text
+/// (`false` means it may not: the caller runs the tree check).
+fn request_header_text_ok(data: &str) -> bool {
+    request_header_text_check(data).unwrap_or(false)
+}
+
+fn request_header_text_check(data: &str) -> Option<bool> {
+    use crate::json::canon::{is_nonempty_string, skip_value, walk_members};
+    // One pass over the data; only the small `config` and
+    // `adapterDefaults` objects are read again.
+    let (mut config, mut defaults) = (None, None);
+    walk_members(data, 0, |k, v| {
+        if k != "header" {
+            return skip_value(data, v);
+        }
+        walk_members(data, v, |hk, hv| {
+            let end = skip_value(data, hv)?;
+            match hk {
+                "config" => config = data.get(hv..end),
+                "adapterDefaults" => defaults = data.get(hv..end),
+                _ => {}
+            }
+            Some(end)
+        })
+    })?;
+    let config = config?;
+    let (mut provider, mut model, mut effort, mut max_tokens) = (None, None, None, false);
+    walk_members(config, 0, |k, v| {
+        let end = skip_value(config, v)?;
+        match k {
+            "provider" => provider = config.get(v..end),
+            "model" => model = config.get(v..end),
+            "reasoningEffort" => effort = config.get(v..end),
+            "maxTokens" => max_tokens = true,
+            _ => {}
+        }
+        Some(end)
+    })?;
+    if !is_nonempty_string(provider?)
+        || !is_nonempty_string(model?)
+        || effort.is_some_and(|e| !is_nonempty_string(e))
+    {
+        return Some(false);
+    }
+    if let Some(defaults) = defaults {
+        let mut ok = true;
+        walk_members(defaults, 0, |k, v| {
+            let end = skip_value(defaults, v)?;
+            let known = match k {
+                "reasoningEffort" => effort.is_some(),
+                "maxTokens" => max_tokens,
+                _ => false,
+            };
+            ok &= known && defaults.get(v..end) == Some("true");
+            Some(end)
+        })?;
+        if !ok {
+            return Some(false);
+        }
+    }
+    Some(true)
 }
 
 fn message_of(data: &Value) -> Option<&Value> {
@@ -457,3 +581,6 @@ pub fn check_optional_header_fields(h: &Object) -> Result<()> {
     string_field("agentPreset", "header.agent-preset")?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

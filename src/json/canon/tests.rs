@@ -1,6 +1,6 @@
 //! Tests of the canonical-JSON check and navigation.
 use super::*;
-use crate::json::{parse, parse_checked, Object, Value};
+use crate::json::{parse, parse_checked, JsString, Object, Value};
 use crate::test_rng::Rng;
 
 // ---- oracle -----------------------------------------------------------
@@ -338,6 +338,30 @@ fn navigate_garbage(t: &str) {
     let _ = member(t, "a");
     let _ = member(t, "x\ny");
     let _ = is_nonempty_string(t);
+    for i in 0..=t.len() + 1 {
+        let _ = walk(t, i);
+    }
+}
+
+/// A recursive one-pass walk of the value at `start` with [`walk_members`]
+/// and [`walk_elements`]: its end and the number of values it visited.
+fn walk(t: &str, start: usize) -> Option<(usize, usize)> {
+    let mut n = 1;
+    let end = match t.as_bytes().get(start)? {
+        b'{' => walk_members(t, start, |_, v| {
+            let (end, k) = walk(t, v)?;
+            n += k;
+            Some(end)
+        }),
+        b'[' => walk_elements(t, start, |v| {
+            let (end, k) = walk(t, v)?;
+            n += k;
+            Some(end)
+        }),
+        _ => skip_value(t, start),
+    }?;
+    assert!(end > start && end <= t.len());
+    Some((end, n))
 }
 
 // ---- is_canonical -------------------------------------------------------
@@ -709,11 +733,26 @@ fn check_navigation(t: &str) {
                 check_navigation(vt);
             }
             assert_eq!(member(t, "no such key\u{0}"), None);
+            let mut walked = Vec::new();
+            let end = walk_members(t, 0, |k, v| {
+                let end = skip_value(t, v)?;
+                walked.push((k, &t[v..end]));
+                Some(end)
+            });
+            assert_eq!((end, walked), (Some(t.len()), got));
+            assert_eq!(walk(t, 0).map(|(end, _)| end), Some(t.len()));
         }
         Value::Array(a) => {
             assert!(members(t).is_none() && member(t, "a").is_none());
             let got: Vec<&str> = elements(t).unwrap().collect();
             assert_eq!(got.len(), a.len());
+            let mut walked = Vec::new();
+            let end = walk_elements(t, 0, |v| {
+                let end = skip_value(t, v)?;
+                walked.push(&t[v..end]);
+                Some(end)
+            });
+            assert_eq!((end, &walked), (Some(t.len()), &got));
             for (et, ev) in got.iter().zip(a) {
                 assert_eq!(&parse(et).unwrap(), ev);
                 check_navigation(et);
