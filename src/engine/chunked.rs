@@ -77,10 +77,11 @@ impl<T> Chunked<T> {
     }
 
     /// The element at `index`, or `None` when `index >= self.len()`.
+    /// An index inside an evicted chunk also answers `None`.
     pub fn get(&self, index: usize) -> Option<&T> {
         let c = index / CHUNK;
         match self.chunks.get(c) {
-            Some(chunk) => Some(&chunk[index % CHUNK]),
+            Some(chunk) => chunk.get(index % CHUNK),
             None => self.tail.get(index - self.chunks.len() * CHUNK),
         }
     }
@@ -156,20 +157,73 @@ impl<T> Chunked<T> {
                 back: &[],
             };
         }
+        let middle = &self.chunks[ca + 1..cb];
+        assert!(
+            middle.iter().all(|c| c.len() == CHUNK),
+            "a chunk of the range is evicted"
+        );
         SliceIter {
             front: &self.segment(ca)[a - ca * CHUNK..],
-            middle: self.chunks[ca + 1..cb].iter(),
+            middle: middle.iter(),
             back: &self.segment(cb)[..b - cb * CHUNK],
         }
     }
 
     /// Storage segment `k`: full chunk `k`, or the tail when `k` is the
     /// number of full chunks.
+    ///
+    /// # Panics
+    ///
+    /// When chunk `k` is evicted.
     fn segment(&self, k: usize) -> &[T] {
         match self.chunks.get(k) {
-            Some(c) => c,
+            Some(c) => {
+                assert!(c.len() == CHUNK, "chunk {k} of the log is evicted");
+                c
+            }
             None => &self.tail,
         }
+    }
+
+    /// The number of full chunks (resident or evicted).
+    pub fn full_chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Full chunk `k`, shared; `None` when it is evicted or `k` is not a
+    /// full chunk.
+    pub fn chunk(&self, k: usize) -> Option<&Arc<[T]>> {
+        self.chunks.get(k).filter(|c| c.len() == CHUNK)
+    }
+
+    /// Drop this log's reference to the elements of full chunk `k` (other
+    /// logs sharing it keep theirs). The log keeps its length; [`get`]
+    /// answers `None` for the chunk's indexes, and iterating, slicing,
+    /// truncating or taking a prefix that reads them panics until
+    /// [`Chunked::restore_chunk`] puts them back. Windowed sessions use
+    /// this to keep only a tail of their log resident.
+    ///
+    /// [`get`]: Chunked::get
+    ///
+    /// # Panics
+    ///
+    /// When `k` is not a full chunk.
+    pub fn evict_chunk(&mut self, k: usize) {
+        assert!(k < self.chunks.len(), "chunk {k} is not a full chunk");
+        self.chunks[k] = Arc::from(Vec::new());
+    }
+
+    /// Put the elements of full chunk `k` back (see
+    /// [`Chunked::evict_chunk`]).
+    ///
+    /// # Panics
+    ///
+    /// When `k` is not a full chunk or `chunk` does not hold exactly
+    /// [`CHUNK`] elements.
+    pub fn restore_chunk(&mut self, k: usize, chunk: Arc<[T]>) {
+        assert!(k < self.chunks.len(), "chunk {k} is not a full chunk");
+        assert_eq!(chunk.len(), CHUNK, "a restored chunk holds CHUNK elements");
+        self.chunks[k] = chunk;
     }
 
     /// Resolves `range` against `0..len`, panicking like slice indexing.
@@ -205,7 +259,7 @@ impl<T: Clone> Chunked<T> {
         }
         let (full, rem) = (len / CHUNK, len % CHUNK);
         if full < self.chunks.len() {
-            self.tail = Self::tail_from(&self.chunks[full][..rem]);
+            self.tail = self.head_of(full, rem);
             self.chunks.truncate(full);
         } else {
             self.tail.truncate(rem);
@@ -228,7 +282,7 @@ impl<T: Clone> Chunked<T> {
         let (full, rem) = (len / CHUNK, len % CHUNK);
         Chunked {
             chunks: self.chunks[..full].to_vec(),
-            tail: Self::tail_from(&self.segment(full)[..rem]),
+            tail: self.head_of(full, rem),
         }
     }
 
@@ -246,6 +300,15 @@ impl<T: Clone> Chunked<T> {
             out.extend_from_slice(s);
         }
         out
+    }
+
+    /// Clones of the first `rem` elements of segment `k` (none read when
+    /// `rem` is 0, so an evicted chunk there is fine).
+    fn head_of(&self, k: usize, rem: usize) -> Vec<T> {
+        if rem == 0 {
+            return Vec::new();
+        }
+        Self::tail_from(&self.segment(k)[..rem])
     }
 
     /// A fresh tail holding clones of `items` (`< CHUNK` of them).
