@@ -542,6 +542,37 @@ dsh_status dsh_store_set_observer(struct dsh_store *store,
                                   void *user_data,
                                   struct dsh_buf *out);
 
+/**
+ * Open a stored session like `dsh_session_open`, keeping only a tail
+ * window of its log in memory: older events stay in storage and are read
+ * back when a call needs them. Every call behaves exactly as on a fully
+ * opened session; only calls that reach before the window
+ * (`dsh_session_events` of old seqs, a derive after a compaction, a fork,
+ * a rewrite of an old tool result) read storage, a chunk of 4096 events
+ * at a time.
+ *
+ * `options_json` may be NULL or `{"window": n}`: at least the newest `n`
+ * events stay resident (rounded up to whole chunks; default 8192). The
+ * whole log is still read, validated, folded and repaired once by the
+ * open. A log stored in an older format (upgraded in memory by the open)
+ * and sessions of a memory store stay fully resident. `out` is as for
+ * `dsh_session_open`.
+ *
+ * Returns what `dsh_session_open` returns, plus `DSH_E_INVALID_ARGUMENT`
+ * (`arg.window`, `arg.option-unknown`) and `DSH_E_INVALID_JSON`. Calls
+ * on a windowed session that read storage may also return `DSH_E_IO` or
+ * `DSH_E_CORRUPT` (`window.reload-mismatch`: storage no longer holds the
+ * events it held at open).
+ *
+ * # Safety
+ * Pointers are NULL or valid; strings are NUL-terminated.
+ */
+dsh_status dsh_session_open_windowed(struct dsh_store *store,
+                                     const char *session_id,
+                                     const char *options_json,
+                                     struct dsh_session **session,
+                                     struct dsh_buf *out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

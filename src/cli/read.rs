@@ -223,7 +223,8 @@ pub fn derive(ctx: Ctx, a: &DeriveArgs) -> Result<u8, CliError> {
         return print_surface(ctx, &mut out, &values, &fold);
     }
     if ctx.json {
-        out.line(&session.derive_json());
+        let json = session.derive_json().map_err(|e| o.fail(Some(&a.id), &e))?;
+        out.line(&json);
         return Ok(EXIT_OK);
     }
     let mut rows = Vec::new();
@@ -365,7 +366,9 @@ pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
     types.sort_by(|x, y| x.0.cmp(&y.0));
     let tokens = token_usage(stored.iter().map(|e| &**e));
     let replacements = session.surface().generation();
-    let derived = session.derived_messages();
+    let derived = session
+        .derived_messages()
+        .map_err(|e| o.fail(Some(&a.id), &e))?;
     let surface_messages = derived.len() as u64;
     let surface_bytes: u64 = derived.iter().map(|m| m.len() as u64).sum();
     let saved_bytes = message_bytes.saturating_sub(surface_bytes);

@@ -1,7 +1,5 @@
 //! Message projection (derive.md §2) and the derive cache (§3).
 
-use std::sync::Arc;
-
 use super::chunked::Chunked;
 use super::event::{Event, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE};
 use super::surface::{self, Markers, Surface};
@@ -51,25 +49,40 @@ pub fn event_message_text<'a>(ty: &JsString, data: &'a str) -> Option<&'a str> {
 }
 
 /// One derived message: a byte range of the canonical text of the event
-/// it comes from (shared, not copied).
-#[derive(Debug, Clone)]
+/// `seq` (a position, not a copy; the session's log holds the text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message {
-    event: Arc<Event>,
+    /// The event the message comes from.
+    pub seq: u64,
     start: u32,
     end: u32,
 }
 
 impl Message {
-    /// The message as JSON text.
-    pub fn as_str(&self) -> &str {
-        &self.event.text()[self.start as usize..self.end as usize]
+    /// The message projected from `e`, if it has one.
+    pub fn of(e: &Event) -> Option<Message> {
+        let m = event_message_text(&e.ty, e.data_text())?;
+        let start = m.as_ptr() as usize - e.text().as_ptr() as usize;
+        Some(Message {
+            seq: e.seq,
+            start: start as u32,
+            end: (start + m.len()) as u32,
+        })
     }
-}
 
-impl std::ops::Deref for Message {
-    type Target = str;
-    fn deref(&self) -> &str {
-        self.as_str()
+    /// The message's text inside `e`, the event it was projected from.
+    pub fn text_in<'a>(&self, e: &'a Event) -> &'a str {
+        &e.text()[self.start as usize..self.end as usize]
+    }
+
+    /// The length of the message's JSON text in bytes.
+    pub fn len(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    /// True for an empty text (never the case for a projected message).
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
     }
 }
 
@@ -97,7 +110,9 @@ pub fn derive_log(log: &[Value]) -> Result<Vec<&Value>> {
 
 /// The projected messages of the surface, kept incrementally: while the
 /// replace generation is unchanged the surface only grows at its tail, so
-/// only new nodes are projected; a replace rebuilds from scratch.
+/// only new nodes are projected; a replace rebuilds from scratch. The
+/// caller projects ([`DeriveCache::pending`], then [`DeriveCache::extend`])
+/// because only it knows where evicted events are read from.
 #[derive(Debug, Default, Clone)]
 pub struct DeriveCache {
     messages: Chunked<Message>,
@@ -106,45 +121,25 @@ pub struct DeriveCache {
 }
 
 impl DeriveCache {
-    /// Bring the cache up to date with `surface`; `event` looks up a node.
-    pub fn update<'a>(&mut self, surface: &Surface, event: impl Fn(u64) -> &'a Arc<Event>) {
+    /// The position in `surface`'s nodes from which projection is due
+    /// (forgetting everything first when a replace happened since).
+    pub fn pending(&mut self, surface: &Surface) -> usize {
         if surface.generation() != self.generation || surface.nodes().len() < self.nodes_projected {
             self.messages.clear();
             self.nodes_projected = 0;
             self.generation = surface.generation();
         }
-        for &seq in surface.nodes().iter_from(self.nodes_projected) {
-            let e = event(seq);
-            if let Some(m) = event_message_text(&e.ty, e.data_text()) {
-                let base = e.text().as_ptr() as usize;
-                let start = m.as_ptr() as usize - base;
-                self.messages.push(Message {
-                    event: e.clone(),
-                    start: start as u32,
-                    end: (start + m.len()) as u32,
-                });
-            }
-        }
+        self.nodes_projected
+    }
+
+    /// Record the messages projected from every pending node of `surface`.
+    pub fn extend(&mut self, surface: &Surface, messages: impl IntoIterator<Item = Message>) {
+        self.messages.extend(messages);
         self.nodes_projected = surface.nodes().len();
     }
 
-    /// The cached messages, each as JSON text.
+    /// The cached messages.
     pub fn messages(&self) -> &Chunked<Message> {
         &self.messages
-    }
-
-    /// The cached messages as a JSON array.
-    pub fn to_json(&self) -> String {
-        let len: usize = self.messages.iter().map(|m| m.len() + 1).sum();
-        let mut out = String::with_capacity(len + 2);
-        out.push('[');
-        for (i, m) in self.messages.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(m);
-        }
-        out.push(']');
-        out
     }
 }

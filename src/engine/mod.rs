@@ -12,6 +12,7 @@ pub mod session;
 pub mod surface;
 pub mod upgrade;
 pub mod vocabulary;
+pub mod window;
 
 pub use event::Event;
 pub use session::{Seed, Session};

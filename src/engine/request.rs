@@ -59,17 +59,10 @@ pub struct RequestFolds {
 }
 
 impl RequestFolds {
-    /// Fold the events not seen yet. `log` is the whole log.
-    pub fn update<'a>(&mut self, log: impl ExactSizeIterator<Item = &'a Event>) {
-        if log.len() < self.folded {
-            // The log shrank (a rolled-back batch): start over.
-            *self = RequestFolds::default();
-            return;
-        }
-        for e in log.skip(self.folded) {
-            self.fold_one(e);
-            self.folded += 1;
-        }
+    /// Fold the next event of the log (the one at index [`Self::folded`]).
+    pub fn fold(&mut self, e: &Event) {
+        self.fold_one(e);
+        self.folded += 1;
     }
 
     fn fold_one(&mut self, e: &Event) {

@@ -12,6 +12,7 @@ use super::input::{check_input, Data, Intent};
 use super::request::RequestFolds;
 use super::seed::{self, SeedMode};
 use super::surface::{Candidate, CandidateData, EventLookup, Markers, Plan, Surface};
+use super::window::{View, Window};
 use crate::error::{Error, Result};
 use crate::json::{JsString, Object, Value};
 
@@ -54,12 +55,18 @@ pub struct Session {
     /// How many leading events are known to pass the seed admission of a
     /// fork (lossless, shape, fallback), so a fork checks only newer ones.
     admitted: AtomicUsize,
+    /// Set for a windowed session: older chunks are evicted.
+    window: Option<Window>,
+    /// Full chunks `[0, evicted)` of the log are evicted.
+    evicted: usize,
 }
 
-/// The first `len` events of a log as the surface's lookup.
+/// The first `len` events of a log as the surface's lookup, plus events of
+/// evicted chunks read back for this one plan.
 struct LogLookup<'a> {
     log: &'a Log,
     len: usize,
+    extra: &'a [Arc<Event>],
 }
 
 impl<'a> LogLookup<'a> {
@@ -67,6 +74,7 @@ impl<'a> LogLookup<'a> {
         LogLookup {
             log,
             len: log.len(),
+            extra: &[],
         }
     }
 }
@@ -74,9 +82,20 @@ impl<'a> LogLookup<'a> {
 impl EventLookup for LogLookup<'_> {
     fn type_and_data(&self, seq: u64) -> Option<(&JsString, CandidateData<'_>)> {
         let i = usize::try_from(seq).ok().filter(|&i| i < self.len)?;
-        let e = self.log.get(i)?;
+        let e = match self.log.get(i) {
+            Some(e) => e,
+            None => self.extra.iter().find(|e| e.seq == seq)?,
+        };
         Some((&e.ty, CandidateData::Event(e)))
     }
+}
+
+/// The seqs a replace `op` names (`start`, `end`), whatever else it holds.
+fn replace_ends(op: Option<&Value>) -> impl Iterator<Item = u64> + '_ {
+    let o = op.and_then(Value::as_object);
+    ["start", "end"]
+        .into_iter()
+        .filter_map(move |k| o?.get(k)?.as_safe_u64())
 }
 
 /// Plan `e` (its surface metadata read back from its text).
@@ -98,6 +117,10 @@ fn plan_event(
     surface.plan(&c, expected, markers, log)
 }
 
+mod reads;
+mod windowed;
+pub use windowed::Checkpoint;
+
 impl Session {
     /// A session without a seed (no end-seed marker is written).
     pub fn new(id: &str, header: Value, markers: Markers) -> Result<Session> {
@@ -116,6 +139,8 @@ impl Session {
             derive: DeriveCache::default(),
             folds: RequestFolds::default(),
             admitted: AtomicUsize::new(0),
+            window: None,
+            evicted: 0,
         }
     }
 
@@ -201,13 +226,38 @@ impl Session {
     }
 
     fn plan(&self, e: &Event) -> Result<Plan> {
+        let op = e.op();
+        let extra = self.evicted_targets(op.as_ref())?;
         plan_event(
             &self.surface,
             e,
             self.log.len() as u64,
             self.markers,
-            &LogLookup::all(&self.log),
+            &LogLookup {
+                extra: &extra,
+                ..LogLookup::all(&self.log)
+            },
         )
+    }
+
+    /// The events a replace names that are evicted, read back so a plan
+    /// can look at them (tool-result rewrites compare with their target).
+    fn evicted_targets(&self, op: Option<&Value>) -> Result<Vec<Arc<Event>>> {
+        if self.window.is_none() {
+            return Ok(Vec::new());
+        }
+        let view = self.view();
+        replace_ends(op)
+            .filter(|&seq| seq < self.log.len() as u64 && self.log.get(seq as usize).is_none())
+            .map(|seq| view.event(seq as usize))
+            .collect()
+    }
+
+    fn view(&self) -> View<'_> {
+        View {
+            log: &self.log,
+            window: self.window.as_ref(),
+        }
     }
 
     fn commit(&mut self, event: Event, plan: &Plan) -> Arc<Event> {
@@ -247,9 +297,12 @@ impl Session {
             op,
             sources,
         };
-        let plan = self
-            .surface
-            .plan(&c, seq, self.markers, &LogLookup::all(&self.log))?;
+        let extra = self.evicted_targets(op)?;
+        let lookup = LogLookup {
+            extra: &extra,
+            ..LogLookup::all(&self.log)
+        };
+        let plan = self.surface.plan(&c, seq, self.markers, &lookup)?;
         Ok((event, plan))
     }
 
@@ -306,6 +359,7 @@ impl Session {
             .map_err(|_| Error::invalid_argument("arg.batch", "batch must be a JSON array"))?;
         let mark = self.log.len();
         let saved = self.surface.clone();
+        let saved_folds = self.folds.clone();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.into_iter().enumerate() {
             match self.batch_item(item, now) {
@@ -313,6 +367,7 @@ impl Session {
                 Err(err) => {
                     self.log.truncate(mark);
                     self.surface = saved;
+                    self.folds = saved_folds;
                     self.forget_admitted(mark);
                     return Err(err.at_index(i));
                 }
@@ -377,80 +432,18 @@ impl Session {
         self.markers
     }
 
-    /// The derived message list as a JSON array (cached, O(new nodes)).
-    pub fn derive_json(&mut self) -> String {
-        let log = &self.log;
-        self.derive.update(&self.surface, |seq| &log[seq as usize]);
-        self.derive.to_json()
-    }
-
-    /// The messages added since a cursor `(generation, count)` a caller
-    /// holds from an earlier call. While no replace happened the surface
-    /// only grew at its tail, so the answer is the messages after `count`;
-    /// when the generation moved on (or the cursor is not one this session
-    /// gave out) the whole list comes back with `reset`. O(new messages).
-    pub fn derive_since(&mut self, generation: u64, count: u64) -> DeriveDelta {
-        let log = &self.log;
-        self.derive.update(&self.surface, |seq| &log[seq as usize]);
-        let messages = self.derive.messages();
-        let now = self.surface.generation();
-        let reset = generation != now || count > messages.len() as u64;
-        let from = if reset { 0 } else { count as usize };
-        let mut json = String::from("[");
-        for (i, m) in messages.iter_from(from).enumerate() {
-            if i > 0 {
-                json.push(',');
-            }
-            json.push_str(m);
-        }
-        json.push(']');
-        DeriveDelta {
-            generation: now,
-            count: messages.len() as u64,
-            reset,
-            messages: json,
-        }
-    }
-
-    /// The derived messages, each as JSON text.
-    pub fn derived_messages(&mut self) -> &Chunked<super::derive::Message> {
-        let log = &self.log;
-        self.derive.update(&self.surface, |seq| &log[seq as usize]);
-        self.derive.messages()
-    }
-
-    fn folds(&mut self) -> &RequestFolds {
-        self.folds.update(self.log.iter().map(|e| &**e));
-        &self.folds
-    }
-
-    /// The canonical request header in force, if any.
-    pub fn request_header(&mut self) -> Option<&Value> {
-        self.folds().header()
-    }
-
-    /// The data of the latest `request/context`, if any.
-    pub fn request_context(&mut self) -> Option<&Value> {
-        self.folds().context()
-    }
-
     /// The number of the open turn (`data.turn` of an unclosed `turn/start`).
-    pub fn open_turn(&self) -> Option<&Value> {
-        let e = self
-            .log
-            .iter()
-            .rev()
-            .find(|e| e.ty == TURN_START || e.ty == TURN_END)?;
-        if e.ty != TURN_START {
-            return None;
-        }
-        static NULL: Value = Value::Null;
-        Some(
+    pub fn open_turn(&self) -> Result<Option<Value>> {
+        let last = self
+            .view()
+            .rfind(self.log.len(), |e| e.ty == TURN_START || e.ty == TURN_END)?;
+        Ok(last.filter(|e| e.ty == TURN_START).map(|e| {
             e.data()
                 .as_object()
                 .and_then(|d| d.get("turn"))
-                .unwrap_or(&NULL),
-        )
+                .cloned()
+                .unwrap_or(Value::Null)
+        }))
     }
 
     /// The length of the inherited prefix of a fork at `boundary`
@@ -484,7 +477,7 @@ impl Session {
             .with_code("INVALID_BOUNDARY"));
         }
         let len = b as usize + 1;
-        if self.log[b as usize].seq != b {
+        if self.view().event(b as usize)?.seq != b {
             return Err(Error::invalid_argument(
                 "fork.boundary-mismatch",
                 format!("fork boundary {b} is not a contiguous seq in session \"{id}\""),
@@ -492,10 +485,8 @@ impl Session {
             .with_code("INVALID_BOUNDARY"));
         }
         if let Some(e) = self
-            .log
-            .range(..len)
-            .rev()
-            .find(|e| e.ty == TURN_START || e.ty == TURN_END)
+            .view()
+            .rfind(len, |e| e.ty == TURN_START || e.ty == TURN_END)?
         {
             if e.ty == TURN_START {
                 let turn = e
@@ -518,15 +509,22 @@ impl Session {
     /// The child shares the inherited events with this session; only the
     /// events not yet known to pass the seed admission are checked, and at
     /// the last event the surface and derived messages are shared too.
+    ///
+    /// A fork of a windowed session is fully resident: its prefix is read
+    /// back from the parent's storage.
     pub fn fork(&self, len: usize, child_id: &str, now: i64) -> Result<Session> {
+        let log = match self.window {
+            None => self.log.prefix(len),
+            Some(_) => self.view().resident_prefix(len)?,
+        };
         let from = self.admitted.load(Ordering::Relaxed).min(len);
         for i in from..len {
-            seed::admit_event(&self.log[i], i, SeedMode::Snapshot)?;
+            seed::admit_event(&log[i], i, SeedMode::Snapshot)?;
         }
         self.admitted.fetch_max(len, Ordering::Relaxed);
         let header = self.fork_header(child_id, len, now);
         let mut child = Session::bare(child_id, header, self.markers);
-        child.log = self.log.prefix(len);
+        child.log = log;
         if len == self.log.len() {
             child.surface = self.surface.clone();
             child.derive = self.derive.clone();
@@ -561,7 +559,9 @@ impl Session {
 
     /// Drop the events from `len` on (events the store could not accept)
     /// and rebuild the surface; the cached views notice by themselves.
+    /// Windowed sessions use [`Session::checkpoint`] instead.
     pub fn truncate_uncommitted(&mut self, len: usize) {
+        debug_assert!(self.window.is_none(), "windowed sessions roll back");
         if len >= self.log.len() {
             return;
         }
@@ -578,12 +578,21 @@ impl Session {
 fn refold(log: &Log, markers: Markers) -> Result<Surface> {
     let mut surface = Surface::new();
     for (i, e) in log.iter().enumerate() {
-        let plan = plan_event(&surface, e, i as u64, markers, &LogLookup { log, len: i }).map_err(
-            |err| {
-                err.prefixed(&format!("invalid seed event at index {i}: "))
-                    .at_index(i)
+        let plan = plan_event(
+            &surface,
+            e,
+            i as u64,
+            markers,
+            &LogLookup {
+                log,
+                len: i,
+                extra: &[],
             },
-        )?;
+        )
+        .map_err(|err| {
+            err.prefixed(&format!("invalid seed event at index {i}: "))
+                .at_index(i)
+        })?;
         surface.apply(e.seq, &plan);
     }
     Ok(surface)

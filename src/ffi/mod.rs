@@ -7,11 +7,13 @@ mod handles;
 mod pure;
 mod session;
 mod store;
+mod window;
 
 pub use handles::{dsh_session, dsh_store};
 pub use pure::*;
 pub use session::*;
 pub use store::*;
+pub use window::*;
 
 use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -16,7 +16,7 @@ use crate::store::ForkOptions;
 ///
 /// # Safety
 /// `session` is NULL or writable.
-unsafe fn hand_out(
+pub(super) unsafe fn hand_out(
     session: *mut *mut dsh_session,
     out: *mut dsh_buf,
     f: impl FnOnce() -> Result<(std::sync::Arc<crate::store::LiveSession>, String)>,
@@ -292,7 +292,7 @@ pub unsafe extern "C" fn dsh_session_info(
                 s.events().len(),
                 s.first_live_seq(),
                 s.surface().generation(),
-                s.open_turn().map_or_else(|| "null".to_string(), Value::to_json),
+                s.open_turn()?.map_or_else(|| "null".to_string(), |t| t.to_json()),
             ))
         })
     })
@@ -317,9 +317,7 @@ pub unsafe extern "C" fn dsh_session_events(
             let len = s.events().len() as u64;
             let to = to_seq.min(len);
             let from = from_seq.min(to);
-            Ok(events_to_json(
-                s.events().range(from as usize..to as usize).map(|e| &**e),
-            ))
+            s.events_json(from as usize, to as usize)
         })
     })
 }
@@ -360,9 +358,7 @@ pub unsafe extern "C" fn dsh_session_derive(
     session: *mut dsh_session,
     out: *mut dsh_buf,
 ) -> dsh_status {
-    guard(out, || {
-        handles::session(session)?.with(|s| Ok(s.derive_json()))
-    })
+    guard(out, || handles::session(session)?.with(|s| s.derive_json()))
 }
 
 /// The derived messages added since a cursor the caller holds, so a host's
@@ -389,7 +385,7 @@ pub unsafe extern "C" fn dsh_session_derive_since(
 ) -> dsh_status {
     guard(out, || {
         handles::session(session)?.with(|s| {
-            let d = s.derive_since(generation, count);
+            let d = s.derive_since(generation, count)?;
             Ok(format!(
                 "{{\"generation\":{},\"count\":{},\"reset\":{},\"messages\":{}}}",
                 d.generation, d.count, d.reset, d.messages
@@ -411,7 +407,7 @@ pub unsafe extern "C" fn dsh_session_request_header(
 ) -> dsh_status {
     guard(out, || {
         handles::session(session)?.with(|s| {
-            Ok(s.request_header()
+            Ok(s.request_header()?
                 .map_or_else(|| "null".to_string(), Value::to_json))
         })
     })
@@ -430,7 +426,7 @@ pub unsafe extern "C" fn dsh_session_request_context(
 ) -> dsh_status {
     guard(out, || {
         handles::session(session)?.with(|s| {
-            Ok(s.request_context()
+            Ok(s.request_context()?
                 .map_or_else(|| "null".to_string(), Value::to_json))
         })
     })

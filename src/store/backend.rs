@@ -153,6 +153,18 @@ pub trait Backend: Send {
         self.append(header, &events.to_vec(), materialize)
     }
 
+    /// The stored events of `id` with seqs `from..to` (fewer when the log
+    /// is shorter), read back for a windowed session. The default reads
+    /// the whole log; backends that can seek override it.
+    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
+        let Some(loaded) = self.load(id)? else {
+            return Ok(Vec::new());
+        };
+        let len = loaded.events.len() as u64;
+        let (a, b) = (from.min(len) as usize, to.min(len) as usize);
+        Ok(loaded.events.into_iter().skip(a).take(b - a).collect())
+    }
+
     /// Remove a stored session (its log and header). Returns whether
     /// anything was stored under `id`.
     fn delete(&mut self, id: &str) -> Result<bool>;

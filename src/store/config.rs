@@ -273,3 +273,45 @@ impl ForkOptions {
         Ok(opts)
     }
 }
+
+/// The number of events a windowed open keeps resident when its options
+/// do not say (two chunks of the log).
+pub const DEFAULT_WINDOW: usize = 2 * crate::engine::chunked::CHUNK;
+
+/// Parsed `dsh_session_open_windowed` options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// How many of the newest events stay resident (at least).
+    pub window: usize,
+}
+
+impl OpenOptions {
+    /// Parse `options_json` (NULL or `null` = defaults): `{"window": n}`
+    /// with `n` a non-negative safe integer.
+    pub fn parse(text: Option<&str>) -> Result<OpenOptions> {
+        let mut opts = OpenOptions {
+            window: DEFAULT_WINDOW,
+        };
+        if let Some(o) = object_or_null(text, "open options")? {
+            if let Some((k, _)) = o.iter().find(|(k, _)| *k != "window") {
+                return Err(Error::invalid_argument(
+                    "arg.option-unknown",
+                    format!("unknown open option \"{}\"", k.to_string_lossy()),
+                ));
+            }
+            if let Some(v) = o.get("window") {
+                let n = v.as_safe_u64().ok_or_else(|| {
+                    Error::invalid_argument(
+                        "arg.window",
+                        format!(
+                            "\"window\" must be a non-negative safe integer, got {}",
+                            v.to_json()
+                        ),
+                    )
+                })?;
+                opts.window = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+        }
+        Ok(opts)
+    }
+}

@@ -12,13 +12,14 @@ pub mod memory;
 mod session;
 pub mod sqlite;
 pub mod verify;
+pub mod window;
 pub mod writer;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{Backend, Listed, Loaded, Stored, Torn};
-pub use config::{BackendConfig, CreateOptions, ForkOptions, StoreConfig};
+pub use config::{BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig};
 pub use session::LiveSession;
 
 use crate::engine::event::END_SEED;
@@ -255,6 +256,28 @@ impl Store {
         self: &Arc<Store>,
         id: &str,
     ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
+        self.open_session_with(id, None)
+    }
+
+    /// [`Store::open_session`] keeping only about the last `keep` events
+    /// resident: older ones are read back from storage when a call needs
+    /// them (a fork, `events` or a derive reaching back, a rewrite of an
+    /// old tool result). Everything is validated, folded and repaired as
+    /// in a full open. A log stored in an older format, which the open
+    /// rewrites in memory, and a memory store's log stay fully resident.
+    pub fn open_session_windowed(
+        self: &Arc<Store>,
+        id: &str,
+        keep: usize,
+    ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
+        self.open_session_with(id, Some(keep))
+    }
+
+    fn open_session_with(
+        self: &Arc<Store>,
+        id: &str,
+        window: Option<usize>,
+    ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
         if self.lock().live.contains(id) {
             return Err(Error::new(
                 Status::Conflict,
@@ -266,7 +289,7 @@ impl Store {
             .load(id)?
             .ok_or_else(|| not_found(id))?;
         let restored = restore_taking(id, &mut loaded)?;
-        let session = restored.session;
+        let mut session = restored.session;
         // Everything after the stored prefix (recovered torn events, closers,
         // the end-seed marker) is written before the handle is returned.
         let tail: Vec<Arc<Event>> = session
@@ -282,6 +305,10 @@ impl Store {
             )?;
         }
         drop(loaded);
+        if let Some(keep) = window.filter(|_| restored.as_stored && self.name != "memory") {
+            let source = Arc::new(window::StoredEvents::new(self, id));
+            session.set_window(source, keep)?;
+        }
         return_freed_memory();
         let live = self.register(session, true)?;
         Ok((live, restored.closers))
@@ -365,6 +392,10 @@ pub struct Restored {
     pub durable: usize,
     /// How many events were read from storage (before the closers).
     pub stored: usize,
+    /// True when the session's events are the stored ones as they are
+    /// (current format: nothing was upgraded), so reading a stored event
+    /// back gives the event the session holds.
+    pub as_stored: bool,
 }
 
 /// Give the heap pages freed by a large open (read buffers, decompressed
@@ -491,9 +522,11 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
             )
         }
     };
+    let mut as_stored = true;
     let events = match fast_events(stored) {
         Ok(events) => events,
         Err(stored) => {
+            as_stored = false;
             let stored: Vec<Value> = stored.into_iter().map(Stored::into_value).collect();
             upgrade::refuse_retired(id, &stored).map_err(wrap)?;
             let values = upgrade::upgrade(id, stored).map_err(wrap)?;
@@ -532,5 +565,6 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
         closers,
         durable,
         stored,
+        as_stored,
     })
 }

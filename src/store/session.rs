@@ -126,13 +126,21 @@ impl LiveSession {
             let mut guard = self.lock()?;
             let session = guard.as_mut().ok_or_else(|| closed(&self.id))?;
             let len = session.events().len();
+            // A windowed session cannot refold its whole log to undo a
+            // commit, so it keeps the state to go back to.
+            let sync = self.store.writer().is_sync();
+            let undo = (sync && session.is_windowed()).then(|| session.checkpoint());
             let events = f(session, now_ms())?;
             if let Err(e) = self.store.writer().enqueue(&self.id, &events) {
                 // Only a synchronous write (window 0) can fail here: nothing
                 // was stored, so the append is undone.
-                session.truncate_uncommitted(len);
+                match undo {
+                    Some(cp) => session.rollback(cp),
+                    None => session.truncate_uncommitted(len),
+                }
                 return Err(e);
             }
+            session.evict_old();
             events
         };
         for e in &events {

@@ -344,6 +344,12 @@ impl Writer {
         result
     }
 
+    /// True when appends are written on the caller's thread (a batch
+    /// window of 0), the only case where handing events over can fail.
+    pub fn is_sync(&self) -> bool {
+        self.thread.is_none()
+    }
+
     /// Return once every event of `id` enqueued before this call is durable,
     /// or with the write failure that prevented it (the events stay queued).
     pub fn flush(&self, id: &str) -> Result<()> {

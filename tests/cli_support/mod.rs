@@ -200,7 +200,7 @@ pub fn interrupted_session(store: &Arc<Store>, id: &str) -> Arc<LiveSession> {
 pub fn make_store(config: &str) -> String {
     let store = Store::open(Some(config)).expect("store");
     let demo = demo_session(&store, "demo");
-    let derived = demo.with(|s| Ok(s.derive_json())).expect("derive");
+    let derived = demo.with(|s| s.derive_json()).expect("derive");
     demo.close().expect("close");
     let open = interrupted_session(&store, "open");
     open.close().expect("close");

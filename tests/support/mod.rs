@@ -79,6 +79,25 @@ impl Store {
         }
     }
 
+    /// Open a stored session keeping a tail window resident.
+    pub fn open_windowed(
+        &self,
+        id: &str,
+        options: Option<&str>,
+    ) -> Result<(Session, Value), (dsh_status, String)> {
+        let (id, options) = (c(id), options.map(c));
+        let mut s = ptr::null_mut();
+        // SAFETY: valid pointers.
+        let (st, text) = call(|out| unsafe {
+            dsh_session_open_windowed(self.0, id.as_ptr(), opt(&options), &mut s, out)
+        });
+        if st == DSH_OK {
+            Ok((Session(s), parse(&text)))
+        } else {
+            Err((st, text))
+        }
+    }
+
     pub fn list(&self) -> Value {
         // SAFETY: live handle.
         let (st, text) = call(|out| unsafe { dsh_store_list(self.0, out) });

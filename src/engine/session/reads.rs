@@ -1,0 +1,141 @@
+//! The read calls of a session: derived messages, event ranges and the
+//! request folds, each reading evicted events back when the session is
+//! windowed.
+
+use super::{DeriveDelta, Session};
+use crate::engine::chunked::{self, Chunked};
+use crate::engine::derive::Message;
+use crate::engine::request::RequestFolds;
+use crate::engine::window::View;
+use crate::error::{Error, Result};
+use crate::json::Value;
+
+impl Session {
+    /// Project the surface nodes the derive cache has not seen yet.
+    fn update_derive(&mut self) -> Result<()> {
+        let from = self.derive.pending(&self.surface);
+        let seqs: Vec<u64> = self.surface.nodes().iter_from(from).copied().collect();
+        let mut projected = vec![None; seqs.len()];
+        let view = View {
+            log: &self.log,
+            window: self.window.as_ref(),
+        };
+        view.visit_seqs(&seqs, |i, e| projected[i] = Message::of(e))?;
+        self.derive
+            .extend(&self.surface, projected.into_iter().flatten());
+        Ok(())
+    }
+
+    /// `messages` as a JSON array, their text read from the events they
+    /// come from (evicted ones read back, a chunk at a time).
+    fn messages_json(&self, messages: chunked::Iter<'_, Message>) -> Result<String> {
+        if self.window.is_none() {
+            let mut out =
+                String::with_capacity(messages.clone().map(|m| m.len() + 1).sum::<usize>() + 2);
+            out.push('[');
+            for (i, m) in messages.enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(m.text_in(&self.log[m.seq as usize]));
+            }
+            out.push(']');
+            return Ok(out);
+        }
+        // Lay the array out first, then fill each message in where the
+        // chunk holding its event is read.
+        let list: Vec<Message> = messages.copied().collect();
+        let mut at = Vec::with_capacity(list.len());
+        let mut len = 1;
+        for (i, m) in list.iter().enumerate() {
+            len += usize::from(i > 0);
+            at.push(len);
+            len += m.len();
+        }
+        let mut out = vec![b','; len + 1];
+        out[0] = b'[';
+        out[len] = b']';
+        let seqs: Vec<u64> = list.iter().map(|m| m.seq).collect();
+        self.view().visit_seqs(&seqs, |i, e| {
+            let m = &list[i];
+            out[at[i]..at[i] + m.len()].copy_from_slice(m.text_in(e).as_bytes());
+        })?;
+        String::from_utf8(out).map_err(|_| {
+            Error::new(
+                crate::error::Status::Internal,
+                "window.message-text",
+                "a derived message read back is not UTF-8",
+            )
+        })
+    }
+
+    /// The derived message list as a JSON array (cached, O(new nodes)).
+    pub fn derive_json(&mut self) -> Result<String> {
+        self.update_derive()?;
+        self.messages_json(self.derive.messages().iter())
+    }
+
+    /// The messages added since a cursor `(generation, count)` a caller
+    /// holds from an earlier call. While no replace happened the surface
+    /// only grew at its tail, so the answer is the messages after `count`;
+    /// when the generation moved on (or the cursor is not one this session
+    /// gave out) the whole list comes back with `reset`. O(new messages).
+    pub fn derive_since(&mut self, generation: u64, count: u64) -> Result<DeriveDelta> {
+        self.update_derive()?;
+        let messages = self.derive.messages();
+        let now = self.surface.generation();
+        let reset = generation != now || count > messages.len() as u64;
+        let from = if reset { 0 } else { count as usize };
+        Ok(DeriveDelta {
+            generation: now,
+            count: messages.len() as u64,
+            reset,
+            messages: self.messages_json(messages.iter_from(from))?,
+        })
+    }
+
+    /// The derived messages (positions in the log's events).
+    pub fn derived_messages(&mut self) -> Result<&Chunked<Message>> {
+        self.update_derive()?;
+        Ok(self.derive.messages())
+    }
+
+    /// The events `from..to` as a JSON array (evicted ones read back).
+    pub fn events_json(&self, from: usize, to: usize) -> Result<String> {
+        let mut out = String::from("[");
+        let mut first = true;
+        self.view().visit_range(from, to, |e| {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(e.text());
+        })?;
+        out.push(']');
+        Ok(out)
+    }
+
+    pub(super) fn folds(&mut self) -> Result<&RequestFolds> {
+        let len = self.log.len();
+        if len < self.folds.folded() {
+            self.folds = RequestFolds::default();
+        }
+        let view = View {
+            log: &self.log,
+            window: self.window.as_ref(),
+        };
+        let folds = &mut self.folds;
+        view.visit_range(folds.folded(), len, |e| folds.fold(e))?;
+        Ok(&self.folds)
+    }
+
+    /// The canonical request header in force, if any.
+    pub fn request_header(&mut self) -> Result<Option<&Value>> {
+        Ok(self.folds()?.header())
+    }
+
+    /// The data of the latest `request/context`, if any.
+    pub fn request_context(&mut self) -> Result<Option<&Value>> {
+        Ok(self.folds()?.context())
+    }
+}

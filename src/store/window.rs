@@ -1,0 +1,68 @@
+//! The store side of windowed sessions: an [`EventSource`] that reads a
+//! session's stored events back through the backend.
+
+use std::sync::{Arc, Weak};
+
+use super::backend::Stored;
+use super::writer::lock_backend;
+use super::Store;
+use crate::engine::window::EventSource;
+use crate::engine::Event;
+use crate::error::{Error, Result, Status};
+
+/// Reads the events of one stored session back (see
+/// [`Store::open_session_windowed`]).
+#[derive(Debug)]
+pub struct StoredEvents {
+    store: Weak<Store>,
+    id: String,
+}
+
+impl StoredEvents {
+    /// A source over session `id` of `store`.
+    pub fn new(store: &Arc<Store>, id: &str) -> StoredEvents {
+        StoredEvents {
+            store: Arc::downgrade(store),
+            id: id.to_string(),
+        }
+    }
+
+    fn read(&self, store: &Store, from: u64, to: u64) -> Result<Vec<Stored>> {
+        lock_backend(&store.backend).load_range(&self.id, from, to)
+    }
+}
+
+/// An engine event from a stored record read back.
+fn event_of(stored: Stored) -> Result<Arc<Event>> {
+    let event = match stored {
+        Stored::Event(e) => e,
+        Stored::Canonical(text) => Event::from_canonical_text(text).map_err(|_| {
+            Error::new(
+                Status::Corrupt,
+                "window.reload-mismatch",
+                "an event read back from storage is not a stored event",
+            )
+        })?,
+        Stored::Value(v) => Event::from_envelope(v, "stored event")?,
+    };
+    Ok(Arc::new(event))
+}
+
+impl EventSource for StoredEvents {
+    fn load(&self, from: u64, to: u64) -> Result<Vec<Arc<Event>>> {
+        let store = self.store.upgrade().ok_or_else(|| {
+            Error::new(
+                Status::Closed,
+                "store.closed",
+                "the store of this windowed session is closed",
+            )
+        })?;
+        let mut got = self.read(&store, from, to)?;
+        if (got.len() as u64) < to - from {
+            // Events the writer still holds: make them durable, then read.
+            store.writer().flush(&self.id)?;
+            got = self.read(&store, from, to)?;
+        }
+        got.into_iter().map(event_of).collect()
+    }
+}
