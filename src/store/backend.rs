@@ -157,12 +157,7 @@ pub trait Backend: Send {
     /// is shorter), read back for a windowed session. The default reads
     /// the whole log; backends that can seek override it.
     fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
-        let Some(loaded) = self.load(id)? else {
-            return Ok(Vec::new());
-        };
-        let len = loaded.events.len() as u64;
-        let (a, b) = (from.min(len) as usize, to.min(len) as usize);
-        Ok(loaded.events.into_iter().skip(a).take(b - a).collect())
+        Ok(slice_of(self.load(id)?, from, to))
     }
 
     /// Remove a stored session (its log and header). Returns whether
@@ -182,6 +177,16 @@ pub trait Backend: Send {
         torn: Option<&Torn>,
         events: &[Arc<Event>],
     ) -> Result<()>;
+}
+
+/// The events `from..to` of a whole loaded log (fewer when it is shorter).
+pub fn slice_of(loaded: Option<Loaded>, from: u64, to: u64) -> Vec<Stored> {
+    let Some(loaded) = loaded else {
+        return Vec::new();
+    };
+    let len = loaded.events.len() as u64;
+    let (a, b) = (from.min(len) as usize, to.min(len) as usize);
+    loaded.events.into_iter().skip(a).take(b - a).collect()
 }
 
 /// The `id` of a header object.

@@ -7,6 +7,7 @@ mod batch;
 mod fsio;
 mod header;
 mod layout;
+mod range;
 mod read;
 mod scan;
 mod zstd_frames;
@@ -24,7 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::backend::{Backend, Listed, Loaded, Torn};
+use super::backend::{slice_of, Backend, Listed, Loaded, Stored, Torn};
 use super::memory::check_contiguous;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -65,6 +66,9 @@ pub struct JsonlBackend {
     _lock: File,
     /// Known logs by session directory name.
     logs: HashMap<String, LogState>,
+    /// Resync points of the logs read, by session directory name, so a
+    /// windowed session's old events are read without reading the file.
+    marks: HashMap<String, range::Marks>,
     scratch: batch::Scratch,
     #[cfg(test)]
     fail_next_sync: bool,
@@ -85,6 +89,7 @@ impl JsonlBackend {
             compression,
             _lock: lock,
             logs: HashMap::new(),
+            marks: HashMap::new(),
             scratch: batch::Scratch::default(),
             #[cfg(test)]
             fail_next_sync: false,
@@ -325,6 +330,7 @@ impl Backend for JsonlBackend {
             self.check_identity(Some(id), h, &path)
         })?;
         let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
+        self.marks.insert(segment.clone(), decoded.marks);
         let committed = (decoded.events.len() - recovered) as u64;
         self.remember(&segment, path, Some(committed));
         Ok(Some(Loaded {
@@ -333,6 +339,18 @@ impl Backend for JsonlBackend {
             torn: decoded.torn,
             revision,
         }))
+    }
+
+    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        let path = layout::find_log(&self.root, &segment, self.compression)?;
+        if let (Some(path), Some(marks)) = (path, self.marks.get_mut(&segment)) {
+            if let Some(events) = range::read_range(&path, self.compression, marks, from, to)? {
+                return Ok(events);
+            }
+        }
+        // No resync point known: read the whole log (which records them).
+        Ok(slice_of(self.load(id)?, from, to))
     }
 
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
@@ -363,6 +381,7 @@ impl Backend for JsonlBackend {
     fn delete(&mut self, id: &str) -> Result<bool> {
         let segment = encode_segment(&JsString::from_str(id))?;
         self.logs.remove(&segment);
+        self.marks.remove(&segment);
         let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
             return Ok(false);
         };
@@ -395,6 +414,9 @@ impl Backend for JsonlBackend {
             let state = self.state(&segment, header)?;
             state.file = None;
             fsio::truncate(&state.path, torn.marker)?;
+            if let Some(marks) = self.marks.get_mut(&segment) {
+                marks.cut(torn.marker);
+            }
         }
         if events.is_empty() {
             return Ok(());

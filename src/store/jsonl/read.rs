@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::header::{read_header, Mode};
 use super::layout::{io_error, is_absent, revision_of};
+use super::range::Marks;
 use super::scan::{memchr, Scanner};
 use super::zstd_frames::{decode_frame, decode_torn, scan_frames};
 use super::Compression;
@@ -26,7 +27,14 @@ pub struct Decoded {
     pub events: Vec<crate::store::backend::Stored>,
     /// The torn tail, if any.
     pub torn: Option<Torn>,
+    /// Resync points inside the valid prefix (see [`Marks`]).
+    pub marks: Marks,
 }
+
+/// Plain logs are fed to the scanner in pieces of about this size, cut at
+/// line ends, each remembered as a resync point (small in tests, so small
+/// logs get several).
+const PIECE: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 
 /// Read all of `path` with the stat before and after agreeing; `None`
 /// when the file is absent. Returns the bytes and the revision.
@@ -108,8 +116,20 @@ fn decode_plain(
     let header = read_header(&bytes[..header_len], path, Mode::Load)?.expect("load mode");
     check(&header)?;
     let mut scanner = Scanner::new();
-    scanner.feed(&bytes[header_len..])?;
+    let mut marks = Marks::default();
+    let body = &bytes[header_len..];
+    let mut pos = 0;
+    while pos < body.len() {
+        let end = match body.get(pos + PIECE..) {
+            Some(rest) => memchr(b'\n', rest).map_or(body.len(), |i| pos + PIECE + i + 1),
+            None => body.len(),
+        };
+        marks.add(scanner.events.len() as u64, (header_len + pos) as u64);
+        scanner.feed(&body[pos..end])?;
+        pos = end;
+    }
     let committed = header_len + scanner.committed;
+    marks.cut(committed as u64);
     let torn = (committed < bytes.len()).then_some(Torn {
         marker: committed as u64,
         recovered: 0,
@@ -118,6 +138,7 @@ fn decode_plain(
         header,
         events: scanner.events,
         torn,
+        marks,
     })
 }
 
@@ -137,7 +158,9 @@ fn decode_zstd(
     let header = read_header(&plain, path, Mode::Load)?.expect("load mode");
     check(&header)?;
     let mut scanner = Scanner::new();
+    let mut marks = Marks::default();
     for range in &frames.complete[1..] {
+        marks.add(scanner.events.len() as u64, range.start as u64);
         let plain = decode_frame(&bytes[range.clone()], "zstd.frame-decode", range.start)?;
         scanner.feed(&plain)?;
     }
@@ -166,6 +189,7 @@ fn decode_zstd(
         header,
         events: scanner.events,
         torn,
+        marks,
     })
 }
 

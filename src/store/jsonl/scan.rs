@@ -24,6 +24,8 @@ pub struct Scanner {
     line: usize,
     /// An incomplete line waiting for its end.
     pending: Vec<u8>,
+    /// The seq of the first event (0 unless scanning from a resync point).
+    base: u64,
 }
 
 fn has_turn_end(events: &[Stored]) -> bool {
@@ -42,6 +44,12 @@ fn canonical_event(line: &[u8]) -> Option<Stored> {
 impl Scanner {
     /// A scanner whose first line will be line 2 (after the header).
     pub fn new() -> Scanner {
+        Scanner::starting_at(0)
+    }
+
+    /// A scanner whose first event has seq `base` (reading from a resync
+    /// point inside a log; line numbers then count from there).
+    pub fn starting_at(base: u64) -> Scanner {
         Scanner {
             events: Vec::new(),
             committed: 0,
@@ -49,6 +57,7 @@ impl Scanner {
             issue: None,
             line: 2,
             pending: Vec::new(),
+            base,
         }
     }
 
@@ -116,7 +125,7 @@ impl Scanner {
                 false => Ok(()),
             };
         }
-        let next = self.events.len() as u64;
+        let next = self.base + self.events.len() as u64;
         let gap = events
             .iter()
             .enumerate()
