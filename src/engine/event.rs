@@ -205,6 +205,26 @@ enum Member<'a> {
     True,
 }
 
+impl Member<'_> {
+    fn reborrow(&self) -> Member<'_> {
+        match *self {
+            Member::Str(s) => Member::Str(s),
+            Member::Int(n) => Member::Int(n),
+            Member::Value(v) => Member::Value(v),
+            Member::Text(t) => Member::Text(t),
+            Member::True => Member::True,
+        }
+    }
+
+    /// Whether the member is certainly lossless JSON (canonical text is).
+    fn is_lossless(&self) -> bool {
+        match self {
+            Member::Value(v) => v.is_lossless(),
+            _ => true,
+        }
+    }
+}
+
 /// Write the envelope in `order` (absent keys skipped); returns the byte
 /// ranges of the members the event indexes.
 #[allow(clippy::too_many_arguments)]
@@ -215,8 +235,8 @@ fn write_envelope(
     seq: u64,
     time: i64,
     data: Member<'_>,
-    sources: Option<&Value>,
-    op: Option<&Value>,
+    sources: Option<Member<'_>>,
+    op: Option<Member<'_>>,
     ignorable: bool,
 ) -> Spans {
     out.push('{');
@@ -232,8 +252,8 @@ fn write_envelope(
                 Member::Text(t) => Member::Text(t),
                 _ => unreachable!("data is a value or text"),
             }),
-            EnvKey::Sources => sources.map(Member::Value),
-            EnvKey::Op => op.map(Member::Value),
+            EnvKey::Sources => sources.as_ref().map(Member::reborrow),
+            EnvKey::Op => op.as_ref().map(Member::reborrow),
             EnvKey::Ignorable => ignorable.then_some(Member::True),
         };
         let Some(value) = value else { continue };
@@ -292,17 +312,18 @@ impl Event {
         seq: u64,
         time: i64,
         data: Member<'_>,
-        sources: Option<&Value>,
-        op: Option<&Value>,
+        sources: Option<Member<'_>>,
+        op: Option<Member<'_>>,
         ignorable: bool,
         order: [EnvKey; 7],
         capacity: usize,
     ) -> Event {
+        let lossless = sources.as_ref().is_none_or(Member::is_lossless)
+            && op.as_ref().is_none_or(Member::is_lossless);
         let mut text = String::with_capacity(capacity);
         let at = write_envelope(
             &mut text, order, &ty, seq, time, data, sources, op, ignorable,
         );
-        let lossless = sources.is_none_or(Value::is_lossless) && op.is_none_or(Value::is_lossless);
         Event {
             ty,
             seq,
@@ -348,8 +369,8 @@ impl Event {
             seq,
             time,
             Member::Value(data),
-            sources.as_ref(),
-            op.as_ref(),
+            sources.as_ref().map(Member::Value),
+            op.as_ref().map(Member::Value),
             ignorable,
             order,
             256,
@@ -371,16 +392,50 @@ impl Event {
         (sources, op): (Option<&Value>, Option<&Value>),
         ignorable: bool,
     ) -> Event {
+        let ty_len = ty.as_wtf8().len();
         let e = Event::assemble(
             ty,
             seq,
             time,
             Member::Text(data),
-            sources,
-            op,
+            sources.map(Member::Value),
+            op.map(Member::Value),
             ignorable,
             APPEND_ORDER,
-            data.len() + 64,
+            // Room for the whole envelope, so the text is never moved:
+            // 16-digit seq and time, up to 17 bytes per source seq.
+            data.len()
+                + ty_len
+                + 80
+                + sources.map_or(0, |s| 24 + 17 * s.as_array().map_or(4, Vec::len))
+                + op.map_or(0, |_| 64),
+        );
+        e.mark_checked(Checked::LOSSLESS);
+        e
+    }
+
+    /// [`Event::with_canonical_data`] with the surface metadata given as
+    /// canonical JSON text too (stored columns read back): nothing is
+    /// parsed, every member is copied once.
+    pub fn with_canonical_texts(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: &str,
+        (sources, op): (Option<&str>, Option<&str>),
+        ignorable: bool,
+    ) -> Event {
+        let extra = sources.map_or(0, str::len) + op.map_or(0, str::len) + ty.as_wtf8().len();
+        let e = Event::assemble(
+            ty,
+            seq,
+            time,
+            Member::Text(data),
+            sources.map(Member::Text),
+            op.map(Member::Text),
+            ignorable,
+            APPEND_ORDER,
+            data.len() + extra + 128,
         );
         e.mark_checked(Checked::LOSSLESS);
         e

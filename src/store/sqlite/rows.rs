@@ -224,7 +224,14 @@ fn utf8(bytes: &[u8]) -> Result<&str> {
 fn data_text(data: &RawData, limit: Option<usize>) -> Result<std::borrow::Cow<'_, str>> {
     Ok(match data {
         RawData::Text(t) => std::borrow::Cow::Borrowed(utf8(t)?),
-        RawData::Blob(b) => std::borrow::Cow::Owned(utf8(&inflate(b, limit)?)?.to_owned()),
+        RawData::Blob(b) => {
+            std::borrow::Cow::Owned(String::from_utf8(inflate(b, limit)?).map_err(|e| {
+                corrupt(
+                    "codec.utf8",
+                    format!("stored data is not valid UTF-8: {}", e.utf8_error()),
+                )
+            })?)
+        }
     })
 }
 
@@ -291,12 +298,30 @@ fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
 
 /// Decode a validated row into its events (scalar: one; packed: its members).
 pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
+    let mut out = Vec::new();
+    decode_into(row, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode`], appending the row's events to `out`; returns how many. On
+/// an error nothing is appended.
+fn decode_into(row: &RawRow, out: &mut Vec<Stored>) -> Result<usize> {
     if row.is_packed() {
-        return decode_packed(row);
+        let events = decode_packed(row)?;
+        let n = events.len();
+        out.extend(events);
+        return Ok(n);
     }
     if let Some(event) = canonical_event(row) {
-        return Ok(vec![Stored::Event(event)]);
+        out.push(Stored::Event(event));
+        return Ok(1);
     }
+    out.push(decode_value(row)?);
+    Ok(1)
+}
+
+/// A scalar row's event as a value (the path that reports damage).
+fn decode_value(row: &RawRow) -> Result<Stored> {
     let sources = match &row.sources {
         None => None,
         Some(blob) => Some(Value::Array(
@@ -325,7 +350,7 @@ pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
     if row.ignorable == Some(1) {
         e.insert_str("ignorable", Value::Bool(true));
     }
-    Ok(vec![Stored::Value(Value::Object(e))])
+    Ok(Stored::Value(Value::Object(e)))
 }
 
 /// The JSON text of a scalar row's event in `append` key order, when its
@@ -337,15 +362,24 @@ fn canonical_event(row: &RawRow) -> Option<Event> {
     if row.time.unsigned_abs() > MAX_SAFE {
         return None;
     }
+    // The surface columns are written into the event as text: the seqs
+    // as the integers JSON spells them, `surface_op` as its canonical text.
     let sources = match &row.sources {
         None => None,
-        Some(blob) => Some(Value::Array(
-            codec::decode(blob)
-                .ok()?
-                .into_iter()
-                .map(|s| Value::Number(s as f64))
-                .collect(),
-        )),
+        Some(blob) => {
+            use std::fmt::Write;
+            let seqs = codec::decode(blob).ok()?;
+            let mut text = String::with_capacity(2 + seqs.len() * 8);
+            text.push('[');
+            for (i, s) in seqs.iter().enumerate() {
+                if i > 0 {
+                    text.push(',');
+                }
+                let _ = write!(text, "{s}");
+            }
+            text.push(']');
+            Some(text)
+        }
     };
     let op = match &row.op {
         None => None,
@@ -354,19 +388,19 @@ fn canonical_event(row: &RawRow) -> Option<Event> {
             if !canon::is_canonical(text) {
                 return None;
             }
-            Some(json::parse(text).ok()?)
+            Some(text)
         }
     };
     let data = data_text(&row.data, None).ok()?;
     if !canon::is_canonical(&data) {
         return None;
     }
-    Some(Event::with_canonical_data(
+    Some(Event::with_canonical_texts(
         JsString::from_wtf8(row.ty.clone()),
         seq,
         row.time,
         &data,
-        (sources.as_ref(), op.as_ref()),
+        (sources.as_deref(), op),
         row.ignorable == Some(1),
     ))
 }
@@ -426,18 +460,26 @@ fn is_turn_end(e: &Stored) -> bool {
 /// the last row that decodes to a `turn/end` is `load.corrupt-committed-row`,
 /// a later one starts the torn tail.
 pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
-    let mut decoded: Vec<Result<Vec<Stored>>> = rows.iter().map(decode).collect();
-    let last_turn_end = decoded.iter().rposition(|d| {
-        d.as_ref()
-            .is_ok_and(|events| events.iter().any(is_turn_end))
-    });
-    let mut events = Vec::with_capacity(rows.len());
+    // Every row's events go to one vector (no vector per row); a row
+    // keeps how many it has, or its error.
+    let mut all = Vec::with_capacity(rows.len());
+    let mut decoded: Vec<Result<usize>> = Vec::with_capacity(rows.len());
+    let mut last_turn_end = None;
+    for (i, row) in rows.iter().enumerate() {
+        let from = all.len();
+        let d = decode_into(row, &mut all);
+        if d.is_ok() && all[from..].iter().any(is_turn_end) {
+            last_turn_end = Some(i);
+        }
+        decoded.push(d);
+    }
+    let mut taken = 0;
     let mut expected = base;
-    for (i, (row, d)) in rows.iter().zip(decoded.iter_mut()).enumerate() {
+    for (i, (row, d)) in rows.iter().zip(decoded).enumerate() {
         let cause = match d {
-            Ok(batch) if row.seq == expected => {
-                expected += batch.len() as u64;
-                events.append(batch);
+            Ok(n) if row.seq == expected => {
+                expected += n as u64;
+                taken += n;
                 continue;
             }
             Ok(_) => None,
@@ -449,7 +491,7 @@ pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
                 row.seq
             );
             return Err(match cause {
-                Some(e) => e.clone().wrapped(
+                Some(e) => e.wrapped(
                     Status::Corrupt,
                     "load.corrupt-committed-row",
                     &format!("{prefix}: "),
@@ -460,13 +502,14 @@ pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
                 ),
             });
         }
+        all.truncate(taken);
         return Ok(Scan {
-            events,
+            events: all,
             torn_from: Some(row.seq),
         });
     }
     Ok(Scan {
-        events,
+        events: all,
         torn_from: None,
     })
 }
