@@ -455,6 +455,20 @@ impl Event {
         }
     }
 
+    /// [`Event::from_canonical_text`] of bytes not yet known to be UTF-8
+    /// (a stored line): one pass checks UTF-8 and canonical form and finds
+    /// the envelope members; the bytes are copied into the event only when
+    /// they pass. `None` sends them to the caller's value path.
+    pub fn from_canonical_bytes(bytes: &[u8]) -> Option<Event> {
+        let (text, spans) = canon::canonical_object(bytes)?;
+        let members = spans
+            .iter()
+            .map(|&((ks, ke), (vs, ve))| (&text[ks..ke], &text[vs..ve]));
+        // The member ranges are offsets into `text`, which the copy keeps.
+        let index = Event::index(text, members)?;
+        Some(Event::indexed(text.into(), index))
+    }
+
     /// [`Event::from_canonical_text`] for text the caller knows to be what
     /// `JSON.stringify` writes for a lossless value (text this library
     /// wrote, or checked with [`canon::is_canonical`]): the check is not

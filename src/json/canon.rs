@@ -19,7 +19,8 @@
 mod find;
 mod nav;
 
-use self::find::find_special;
+pub use self::find::is_utf8;
+use self::find::{find_special, find_special_or_non_ascii, utf8_char_end};
 pub use self::nav::{
     elements, is_nonempty_string, member, members, skip_value, walk_elements, walk_members,
 };
@@ -122,7 +123,42 @@ const PAIRWISE_KEYS: usize = 16;
 /// with up to 32 keys open at a time, no object of more than 16 keys and no
 /// integer of 16 or more digits. Texts of 4 GiB or more are refused.
 pub fn is_canonical(text: &str) -> bool {
-    check(text, |_, _, _| {})
+    check::<false>(text.as_bytes(), |_, _, _| {})
+}
+
+/// [`is_canonical`] of bytes not yet known to be UTF-8: the UTF-8 check
+/// runs in the same pass (only non-ASCII bytes inside strings need it), and
+/// the text comes back as `&str` when it is valid UTF-8 and canonical.
+pub fn canonical_str(bytes: &[u8]) -> Option<&str> {
+    if !check::<true>(bytes, |_, _, _| {}) {
+        return None;
+    }
+    // SAFETY: the check accepts only valid UTF-8 (every byte outside a
+    // string literal is ASCII; inside one, `canonical_string_end` checks
+    // each non-ASCII sequence with `utf8_char_end`).
+    Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+}
+
+/// The byte ranges of one top-level member: `(key text, value text)`,
+/// the key without its quotes.
+pub type MemberSpan = ((usize, usize), (usize, usize));
+
+/// [`canonical_str`] of an object text that also returns its members'
+/// byte ranges, found in the same single pass. `None` when the bytes are
+/// not UTF-8, not canonical or not an object.
+pub fn canonical_object(bytes: &[u8]) -> Option<(&str, Vec<MemberSpan>)> {
+    if bytes.first() != Some(&b'{') {
+        return None;
+    }
+    let mut out = Vec::with_capacity(8);
+    let ok = check::<true>(bytes, |key, start, end| {
+        out.push(((key.0 as usize, key.1 as usize), (start, end)));
+    });
+    if !ok {
+        return None;
+    }
+    // SAFETY: as in `canonical_str`.
+    Some((unsafe { std::str::from_utf8_unchecked(bytes) }, out))
 }
 
 /// [`is_canonical`] of an object text that also returns its members as
@@ -133,7 +169,7 @@ pub fn canonical_members(text: &str) -> Option<Vec<(&str, &str)>> {
         return None;
     }
     let mut out = Vec::with_capacity(8);
-    let ok = check(text, |key, start, end| {
+    let ok = check::<false>(text.as_bytes(), |key, start, end| {
         out.push((&text[key.0 as usize..key.1 as usize], &text[start..end]));
     });
     ok.then_some(out)
@@ -141,8 +177,10 @@ pub fn canonical_members(text: &str) -> Option<Vec<(&str, &str)>> {
 
 /// The single pass behind [`is_canonical`]; `member(key, start, end)` is
 /// called for each member of a top-level object once its value ended.
-fn check(text: &str, mut member: impl FnMut(Span, usize, usize)) -> bool {
-    let b = text.as_bytes();
+///
+/// With `UTF8` the bytes are not known to be UTF-8 and are checked on the
+/// way; without it they are (they come from a `&str`).
+fn check<const UTF8: bool>(b: &[u8], mut member: impl FnMut(Span, usize, usize)) -> bool {
     if b.len() >= ARRAY as usize {
         return false;
     }
@@ -158,11 +196,11 @@ fn check(text: &str, mut member: impl FnMut(Span, usize, usize)) -> bool {
     let mut i = 0;
     'value: loop {
         match b.get(i) {
-            Some(b'"') => match canonical_string_end(b, i) {
+            Some(b'"') => match canonical_string_end::<UTF8>(b, i) {
                 Some(end) => i = end,
                 None => return false,
             },
-            Some(b'-' | b'0'..=b'9') => match canonical_number_end(text, i, &mut num_buf) {
+            Some(b'-' | b'0'..=b'9') => match canonical_number_end(b, i, &mut num_buf) {
                 Some(end) => i = end,
                 None => return false,
             },
@@ -171,7 +209,7 @@ fn check(text: &str, mut member: impl FnMut(Span, usize, usize)) -> bool {
                     i += 2;
                 } else {
                     frames.push(keys.len() as u32);
-                    match canonical_key(b, i + 1) {
+                    match canonical_key::<UTF8>(b, i + 1) {
                         Some((span, next)) => {
                             keys.push(span);
                             if frames.len() == 1 {
@@ -213,7 +251,7 @@ fn check(text: &str, mut member: impl FnMut(Span, usize, usize)) -> bool {
                     i += 1;
                     continue 'value;
                 }
-                Some(b',') => match canonical_key(b, i + 1) {
+                Some(b',') => match canonical_key::<UTF8>(b, i + 1) {
                     Some((span, next)) => {
                         keys.push(span);
                         if frames.len() == 1 {
@@ -245,13 +283,18 @@ fn check(text: &str, mut member: impl FnMut(Span, usize, usize)) -> bool {
 /// The end (after the closing quote) of the canonical string literal at `i`
 /// (which holds `"`), or `None` if it is not canonical.
 #[inline]
-fn canonical_string_end(b: &[u8], i: usize) -> Option<usize> {
+fn canonical_string_end<const UTF8: bool>(b: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
     loop {
-        j = find_special(b, j);
+        j = if UTF8 {
+            find_special_or_non_ascii(b, j)
+        } else {
+            find_special(b, j)
+        };
         match *b.get(j)? {
             b'"' => return Some(j + 1),
             b'\\' => j = canonical_escape_end(b, j)?,
+            c if UTF8 && c >= 0x80 => j = utf8_char_end(b, j)?,
             _ => return None, // a raw control character
         }
     }
@@ -289,11 +332,11 @@ fn canonical_escape_end(b: &[u8], j: usize) -> Option<usize> {
 /// and the index after the colon. Keys starting with an ASCII digit are
 /// refused: array-index keys are reordered by JavaScript.
 #[inline]
-fn canonical_key(b: &[u8], i: usize) -> Option<(Span, usize)> {
+fn canonical_key<const UTF8: bool>(b: &[u8], i: usize) -> Option<(Span, usize)> {
     if b.get(i) != Some(&b'"') || b.get(i + 1).is_some_and(u8::is_ascii_digit) {
         return None;
     }
-    let end = canonical_string_end(b, i)?;
+    let end = canonical_string_end::<UTF8>(b, i)?;
     if b.get(end) != Some(&b':') {
         return None;
     }
@@ -305,8 +348,7 @@ fn canonical_key(b: &[u8], i: usize) -> Option<(Span, usize)> {
 /// digit): a valid JSON number equal to ECMAScript `Number::toString` of its
 /// double, finite and not negative zero.
 #[inline]
-fn canonical_number_end(text: &str, i: usize, buf: &mut String) -> Option<usize> {
-    let b = text.as_bytes();
+fn canonical_number_end(b: &[u8], i: usize, buf: &mut String) -> Option<usize> {
     let digits = i + usize::from(b[i] == b'-');
     let mut j = digits;
     while let Some(b'0'..=b'9') = b.get(j) {
@@ -324,7 +366,8 @@ fn canonical_number_end(text: &str, i: usize, buf: &mut String) -> Option<usize>
     while let Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') = b.get(j) {
         j += 1;
     }
-    let token = text.get(i..j)?;
+    // Digits, signs, points and exponents only: ASCII.
+    let token = std::str::from_utf8(&b[i..j]).ok()?;
     let n: f64 = token.parse().ok()?;
     // A zero here is spelled other than `0` (e.g. `0.0`, `-0`, `1e-400`).
     if !n.is_finite() || n == 0.0 {
@@ -420,3 +463,5 @@ fn keys_unique<const N: usize>(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_bytes;

@@ -27,6 +27,8 @@ fn check(t: &str) -> bool {
     if fast {
         assert!(oracle(t), "accepted non-canonical text {}", short(t));
     }
+    // The byte path (UTF-8 checked on the way) decides alike.
+    assert_eq!(canonical_str(t.as_bytes()).is_some(), fast, "{}", short(t));
     fast
 }
 
@@ -699,6 +701,22 @@ fn scanner_agrees_with_bytewise_scan() {
                 .find(|&i| matches!(b[i], b'"' | b'\\' | 0..=0x1f))
                 .unwrap_or(len);
             assert_eq!(find_special(b, from), slow, "{len} {from}");
+            let slow = (from..len)
+                .find(|&i| matches!(b[i], b'"' | b'\\' | 0..=0x1f | 0x80..))
+                .unwrap_or(len);
+            assert_eq!(find_special_or_non_ascii(b, from), slow, "{len} {from}");
+        }
+    }
+    // Every position of a stop byte in a long run, both scanners.
+    for len in [31, 32, 33, 64, 65, 100] {
+        for at in 0..len {
+            for stop in [b'"', b'\\', 0x00, 0x1f, 0x80, 0xff] {
+                let mut b = vec![b'a'; len];
+                b[at] = stop;
+                let plain = if stop >= 0x80 { len } else { at };
+                assert_eq!(find_special(&b, 0), plain);
+                assert_eq!(find_special_or_non_ascii(&b, 0), at);
+            }
         }
     }
     for k in 0..40 {

@@ -35,8 +35,8 @@ fn has_turn_end(events: &[Stored]) -> bool {
 /// A plain event record kept as its canonical text, when the line is one
 /// (no tree is built); `None` sends the line through the value decoder.
 fn canonical_event(line: &[u8]) -> Option<Stored> {
-    let text = std::str::from_utf8(line).ok()?;
-    let event = Event::from_canonical_text(text.into()).ok()?;
+    // One pass: UTF-8, canonical form and the envelope members.
+    let event = Event::from_canonical_bytes(line)?;
     let ty = event.ty.as_str()?;
     (!is_tag(ty)).then_some(Stored::Event(event))
 }

@@ -383,23 +383,23 @@ fn canonical_event(row: &RawRow) -> Option<Event> {
     };
     let op = match &row.op {
         None => None,
-        Some(text) => {
-            let text = std::str::from_utf8(text).ok()?;
-            if !canon::is_canonical(text) {
-                return None;
-            }
-            Some(text)
+        // UTF-8 and canonical form in one pass.
+        Some(text) => Some(canon::canonical_str(text)?),
+    };
+    let inflated;
+    let data = match &row.data {
+        RawData::Text(t) => t,
+        RawData::Blob(b) => {
+            inflated = inflate(b, None).ok()?;
+            &inflated
         }
     };
-    let data = data_text(&row.data, None).ok()?;
-    if !canon::is_canonical(&data) {
-        return None;
-    }
+    let data = canon::canonical_str(data)?;
     Some(Event::with_canonical_texts(
         JsString::from_wtf8(row.ty.clone()),
         seq,
         row.time,
-        &data,
+        data,
         (sources.as_deref(), op),
         row.ignorable == Some(1),
     ))
