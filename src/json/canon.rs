@@ -19,7 +19,6 @@
 mod find;
 mod nav;
 
-pub use self::find::is_utf8;
 use self::find::{find_special, find_special_or_non_ascii, utf8_char_end};
 pub use self::nav::{
     elements, is_nonempty_string, member, members, skip_value, walk_elements, walk_members,
