@@ -546,3 +546,79 @@ mod engine_side {
         assert_eq!(s.open_turn().unwrap(), twin.open_turn().unwrap());
     }
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let target = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &target);
+        } else {
+            std::fs::copy(&p, &target).unwrap();
+        }
+    }
+}
+
+/// A log that ends inside a long turn (its `turn/start` far before the
+/// window): the windowed open appends the same closers as a full open.
+#[test]
+fn a_windowed_open_repairs_like_a_full_open() {
+    for compression in ["zstd", "none"] {
+        let dir = temp_dir(&format!("win-repair-{compression}"));
+        let copy = temp_dir(&format!("win-repair-copy-{compression}"));
+        let config = |d: &std::path::Path| {
+            format!(
+                r#"{{"backend":"jsonl","path":"{}","compression":"{compression}"}}"#,
+                d.display()
+            )
+        };
+        {
+            let store = Store::open(&config(&dir)).unwrap();
+            let s = store.create(r#"{"id":"r"}"#).unwrap();
+            let append = Some(r#"{"surfaceOp":"append"}"#);
+            s.append_ok("turn/start", r#"{"turn":1}"#, None);
+            s.append_ok(
+                "user/message",
+                r#"{"id":"u","role":"user","content":[{"type":"text","text":"go"}],"source":{"kind":"user"}}"#,
+                append,
+            );
+            s.append_ok("step/start", r#"{"turn":1,"step":1}"#, None);
+            for i in 0..9000 {
+                s.append_ok(
+                    "assistant/chunk",
+                    &format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"c{i}"}}}}"#),
+                    None,
+                );
+            }
+            s.append_ok(
+                "assistant/message",
+                r#"{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"k","name":"grep","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a"}}"#,
+                append,
+            );
+            s.append_ok(
+                "tool/call",
+                r#"{"turn":1,"step":1,"callId":"k","name":"grep","arguments":"{}"}"#,
+                None,
+            );
+            s.close();
+        }
+        copy_dir(&dir, &copy);
+        let (a, b) = (
+            Store::open(&config(&dir)).unwrap(),
+            Store::open(&config(&copy)).unwrap(),
+        );
+        let (w, opened_w) = a.open_windowed("r", Some(r#"{"window":100}"#)).unwrap();
+        let (f, opened_f) = b.open_session("r").unwrap();
+        let repaired =
+            |v: &Value| strip_time(v.as_object().unwrap().get("repaired").unwrap().clone());
+        assert_eq!(repaired(&opened_w), repaired(&opened_f), "{compression}");
+        assert!(repaired(&opened_w).as_array().is_some_and(|a| a.len() >= 3));
+        assert_eq!(strip_time(w.events()), strip_time(f.events()));
+        assert_eq!(w.derive(), f.derive());
+        assert_eq!(info(&w), info(&f));
+        drop((w, f, a, b));
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&copy);
+    }
+}

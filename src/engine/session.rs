@@ -118,7 +118,9 @@ fn plan_event(
 }
 
 mod reads;
+mod restoring;
 mod windowed;
+pub use restoring::Restoring;
 pub use windowed::Checkpoint;
 
 impl Session {

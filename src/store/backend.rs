@@ -153,6 +153,20 @@ pub trait Backend: Send {
         self.append(header, &events.to_vec(), materialize)
     }
 
+    /// Stream the stored events of `id` to `sink` in batches, in order,
+    /// without holding the whole log (windowed open). `Ok(None)` when the
+    /// backend cannot (the default), the session is absent, or its log
+    /// needs the whole-log read (a torn or damaged tail): the caller then
+    /// uses [`Backend::load`], which decides and reports. A sink error
+    /// stops the read and is returned.
+    fn load_streaming(
+        &mut self,
+        _id: &str,
+        _sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+    ) -> Result<Option<Streamed>> {
+        Ok(None)
+    }
+
     /// The stored events of `id` with seqs `from..to` (fewer when the log
     /// is shorter), read back for a windowed session. The default reads
     /// the whole log; backends that can seek override it.
@@ -177,6 +191,15 @@ pub trait Backend: Send {
         torn: Option<&Torn>,
         events: &[Arc<Event>],
     ) -> Result<()>;
+}
+
+/// What a streaming read ([`Backend::load_streaming`]) ends with.
+#[derive(Debug, Clone)]
+pub struct Streamed {
+    /// The header.
+    pub header: Value,
+    /// The revision of what was read.
+    pub revision: String,
 }
 
 /// The events `from..to` of a whole loaded log (fewer when it is shorter).

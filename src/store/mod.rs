@@ -24,6 +24,7 @@ pub use session::LiveSession;
 
 use crate::engine::event::END_SEED;
 use crate::engine::seed::{self, SeedMode};
+use crate::engine::session::Restoring;
 use crate::engine::{repair, upgrade, Event, Markers, Seed, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
@@ -41,6 +42,9 @@ pub enum Notice<'a> {
     /// A session handle was closed; the payload is `null`.
     Disposed,
 }
+
+/// An opened session and the closers repair appended to it.
+pub type Opened = (Arc<LiveSession>, Vec<Arc<Event>>);
 
 /// A host callback: `(session id, notice)`.
 pub type Observer = Arc<dyn Fn(&str, Notice<'_>) + Send + Sync>;
@@ -255,7 +259,7 @@ impl Store {
     pub fn open_session(
         self: &Arc<Store>,
         id: &str,
-    ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
+    ) -> Result<Opened> {
         self.open_session_with(id, None)
     }
 
@@ -269,7 +273,7 @@ impl Store {
         self: &Arc<Store>,
         id: &str,
         keep: usize,
-    ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
+    ) -> Result<Opened> {
         self.open_session_with(id, Some(keep))
     }
 
@@ -277,13 +281,18 @@ impl Store {
         self: &Arc<Store>,
         id: &str,
         window: Option<usize>,
-    ) -> Result<(Arc<LiveSession>, Vec<Arc<Event>>)> {
+    ) -> Result<Opened> {
         if self.lock().live.contains(id) {
             return Err(Error::new(
                 Status::Conflict,
                 "load.live-prepare",
                 format!("cannot open session \"{id}\" while it is open"),
             ));
+        }
+        if let Some(keep) = window {
+            if let Some(opened) = self.open_streaming(id, keep)? {
+                return Ok(opened);
+            }
         }
         let mut loaded = lock_backend(&self.backend)
             .load(id)?
@@ -312,6 +321,73 @@ impl Store {
         return_freed_memory();
         let live = self.register(session, true)?;
         Ok((live, restored.closers))
+    }
+
+    /// The windowed open of a clean, current-format log streamed from the
+    /// backend a batch at a time, so the whole log is never in memory.
+    /// `None` sends the open down the whole-log path, which decides about
+    /// (and reports) everything unusual: a torn tail, an older format, a
+    /// rule broken, a backend that cannot stream.
+    fn open_streaming(
+        self: &Arc<Store>,
+        id: &str,
+        keep: usize,
+    ) -> Result<Option<Opened>> {
+        if self.name == "memory" {
+            return Ok(None);
+        }
+        let source: Arc<dyn crate::engine::window::EventSource> =
+            Arc::new(window::StoredEvents::new(self, id));
+        let start = |header: &Value| -> Result<Restoring> {
+            check_stored_header(id, header)?;
+            let mut r = Session::restoring(id, header.clone(), Markers::Required)?;
+            r.set_window(source.clone(), keep);
+            Ok(r)
+        };
+        let mut restoring: Option<Restoring> = None;
+        let mut push = |header: &Value, batch: Vec<Stored>| -> Result<()> {
+            let r = match &mut restoring {
+                Some(r) => r,
+                None => restoring.insert(start(header)?),
+            };
+            for item in batch {
+                let e = fast_event(item).map_err(|_| {
+                    Error::new(Status::Internal, "open.not-streamable", "an older format")
+                })?;
+                upgrade::check_known_types(id, std::iter::once(&*e))?;
+                r.push(e)?;
+            }
+            r.evict_old();
+            Ok(())
+        };
+        let streamed = lock_backend(&self.backend).load_streaming(id, &mut push);
+        let Ok(Some(streamed)) = streamed else {
+            return Ok(None);
+        };
+        let restoring = match restoring {
+            Some(r) => r,
+            None => match start(&streamed.header) {
+                Ok(r) => r,
+                Err(_) => return Ok(None),
+            },
+        };
+        let stored = restoring.len();
+        let Ok((mut session, closers)) = restoring.finish(now_ms()) else {
+            return Ok(None);
+        };
+        // The closers and the end-seed marker are written before the
+        // handle is returned, as in a full open.
+        let mut tail = Vec::new();
+        session
+            .events_after(stored, |e| tail.push(e.clone()))
+            .map_err(|e| e.prefixed("windowed open: "))?;
+        if !tail.is_empty() {
+            lock_backend(&self.backend).commit_repair(&streamed.header, None, &tail)?;
+        }
+        session.evict_old();
+        return_freed_memory();
+        let live = self.register(session, true)?;
+        Ok(Some((live, closers)))
     }
 
     /// Read a stored session without repairing it: the stored events plus
@@ -431,17 +507,8 @@ fn fast_events(stored: Vec<Stored>) -> std::result::Result<Vec<Arc<Event>>, Vec<
     let mut events: Vec<Arc<Event>> = Vec::with_capacity(stored.len());
     let mut rest = stored.into_iter();
     while let Some(item) = rest.next() {
-        let accepted = match item {
-            Stored::Canonical(text) => match Event::from_trusted_text(text) {
-                Ok(e) if current_format(&e) => Ok(e),
-                Ok(e) => Err(Stored::Canonical(e.text().into())),
-                Err(text) => Err(Stored::Canonical(text)),
-            },
-            Stored::Event(e) if current_format(&e) => Ok(e),
-            other => Err(other),
-        };
-        match accepted {
-            Ok(e) => events.push(Arc::new(e)),
+        match fast_event(item) {
+            Ok(e) => events.push(e),
             Err(item) => {
                 let mut back: Vec<Stored> = events
                     .into_iter()
@@ -454,6 +521,20 @@ fn fast_events(stored: Vec<Stored>) -> std::result::Result<Vec<Arc<Event>>, Vec<
         }
     }
     Ok(events)
+}
+
+/// One stored event as an engine event, when the restore rules take it as
+/// it is (see [`fast_events`]); the item back otherwise.
+fn fast_event(item: Stored) -> std::result::Result<Arc<Event>, Stored> {
+    match item {
+        Stored::Canonical(text) => match Event::from_trusted_text(text) {
+            Ok(e) if current_format(&e) => Ok(Arc::new(e)),
+            Ok(e) => Err(Stored::Canonical(e.text().into())),
+            Err(text) => Err(Stored::Canonical(text)),
+        },
+        Stored::Event(e) if current_format(&e) => Ok(Arc::new(e)),
+        other => Err(other),
+    }
 }
 
 /// Whether the restore rules take `e` as it is (see [`fast_events`]).
@@ -471,8 +552,9 @@ fn current_format(e: &Event) -> bool {
     seed::check_event_message(e, &String::new).is_ok()
 }
 
-fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Restored> {
-    let header = &loaded.header;
+/// The identity and format-version checks of a stored header (the first
+/// steps of the cold read pipeline).
+fn check_stored_header(id: &str, header: &Value) -> Result<()> {
     let stored_id = header
         .as_object()
         .and_then(|h| h.get("id"))
@@ -511,6 +593,12 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
             ));
         }
     }
+    Ok(())
+}
+
+fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Restored> {
+    let header = &loaded.header;
+    check_stored_header(id, header)?;
     let wrap = |e: Error| {
         if e.status == Status::SchemaMismatch {
             e

@@ -2,9 +2,12 @@
 //! request folds, each reading evicted events back when the session is
 //! windowed.
 
+use std::sync::Arc;
+
 use super::{DeriveDelta, Session};
 use crate::engine::chunked::{self, Chunked};
 use crate::engine::derive::Message;
+use crate::engine::event::Event;
 use crate::engine::request::RequestFolds;
 use crate::engine::window::View;
 use crate::error::{Error, Result};
@@ -98,6 +101,12 @@ impl Session {
     pub fn derived_messages(&mut self) -> Result<&Chunked<Message>> {
         self.update_derive()?;
         Ok(self.derive.messages())
+    }
+
+    /// Call `f` on every event from index `from` on (evicted ones read
+    /// back).
+    pub fn events_after(&self, from: usize, f: impl FnMut(&Arc<Event>)) -> Result<()> {
+        self.view().visit_range(from, self.log.len(), f)
     }
 
     /// The events `from..to` as a JSON array (evicted ones read back).

@@ -50,7 +50,17 @@ impl Session {
         let Some(w) = &self.window else {
             return;
         };
-        let upto = (self.log.len().saturating_sub(w.keep) / CHUNK).min(self.log.full_chunks());
+        // The chunk holding the last event always stays.
+        let upto =
+            (self.log.len().saturating_sub(w.keep.max(1)) / CHUNK).min(self.log.full_chunks());
+        if self.evicted >= upto {
+            return;
+        }
+        // The request folds see every event before it leaves memory (the
+        // events not folded yet are all resident).
+        for e in self.log.range(self.folds.folded().min(self.log.len())..) {
+            self.folds.fold(e);
+        }
         while self.evicted < upto {
             self.log.evict_chunk(self.evicted);
             self.evicted += 1;

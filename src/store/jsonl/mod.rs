@@ -10,6 +10,7 @@ mod layout;
 mod range;
 mod read;
 mod scan;
+mod stream;
 mod zstd_frames;
 
 #[cfg(test)]
@@ -25,7 +26,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::backend::{slice_of, Backend, Listed, Loaded, Stored, Torn};
+use super::backend::{slice_of, Backend, Listed, Loaded, Stored, Streamed, Torn};
 use super::memory::check_contiguous;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -351,6 +352,37 @@ impl Backend for JsonlBackend {
         }
         // No resync point known: read the whole log (which records them).
         Ok(slice_of(self.load(id)?, from, to))
+    }
+
+    fn load_streaming(
+        &mut self,
+        id: &str,
+        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+    ) -> Result<Option<Streamed>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
+            return Ok(None);
+        };
+        let mut count = 0u64;
+        let mut counted = |h: &Value, batch: Vec<Stored>| {
+            count += batch.len() as u64;
+            sink(h, batch)
+        };
+        let end = stream::stream_log(
+            &path,
+            self.compression,
+            |h| self.check_identity(Some(id), h, &path),
+            &mut counted,
+        )?;
+        let Some(end) = end else {
+            return Ok(None);
+        };
+        self.marks.insert(segment.clone(), end.marks);
+        self.remember(&segment, path, Some(count));
+        Ok(Some(Streamed {
+            header: end.header,
+            revision: end.revision,
+        }))
     }
 
     fn revision(&mut self, id: &str) -> Result<Option<String>> {

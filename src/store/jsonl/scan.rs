@@ -61,6 +61,18 @@ impl Scanner {
         }
     }
 
+    /// The index of the next event to be scanned.
+    pub fn next_index(&self) -> u64 {
+        self.base + self.events.len() as u64
+    }
+
+    /// Hand out the events scanned so far; later events continue their
+    /// seqs (a streaming read passes the log on in batches).
+    pub fn take_events(&mut self) -> Vec<Stored> {
+        self.base += self.events.len() as u64;
+        std::mem::take(&mut self.events)
+    }
+
     /// Scan every complete line of `buf`, continuing a line left
     /// incomplete by the previous call. An incomplete last line is kept
     /// pending (and ignored if nothing completes it). Positions count from

@@ -1,0 +1,92 @@
+//! A session restored from stored events handed over in batches (the
+//! windowed open of a log that is never held whole): the same admission,
+//! fold and repair as [`Session::from_seed`] in restore mode.
+
+use std::sync::Arc;
+
+use super::Session;
+use crate::engine::event::{Event, END_SEED, TURN_END, TURN_START};
+use crate::engine::repair;
+use crate::engine::seed::{self, SeedMode};
+use crate::engine::surface::Markers;
+use crate::engine::window::{EventSource, Window};
+use crate::error::Result;
+use crate::json::Value;
+
+/// A session being restored (see [`Session::restoring`]).
+#[derive(Debug)]
+pub struct Restoring {
+    session: Session,
+}
+
+impl Session {
+    /// Start restoring session `id` from its stored `header` (checked
+    /// first, as in restore mode); push its stored events in order, then
+    /// [`Restoring::finish`].
+    pub fn restoring(id: &str, header: Value, markers: Markers) -> Result<Restoring> {
+        seed::validate_header(&header, id)?;
+        Ok(Restoring {
+            session: Session::bare(id, header, markers),
+        })
+    }
+
+    /// The closers crash repair appends to this log (repair.rs), found
+    /// from the last `turn/start` or `turn/end` on: the only part of the
+    /// log repair reads.
+    pub fn closers(&self) -> Result<Vec<Event>> {
+        let view = self.view();
+        let len = self.log.len();
+        let from = view
+            .rfind(len, |e| e.ty == TURN_START || e.ty == TURN_END)?
+            .map_or(0, |e| e.seq as usize);
+        let mut tail = Vec::with_capacity(len - from);
+        view.visit_range(from, len, |e| tail.push(e.clone()))?;
+        Ok(repair::closers(tail.iter().map(|e| &**e)))
+    }
+}
+
+impl Restoring {
+    /// Keep only about the last `keep` events resident as events arrive
+    /// (see [`Session::set_window`]).
+    pub fn set_window(&mut self, source: Arc<dyn EventSource>, keep: usize) {
+        self.session.window = Some(Window { source, keep });
+    }
+
+    /// The next stored event: admitted by the seed rules (restore mode)
+    /// and folded into the surface.
+    pub fn push(&mut self, e: Arc<Event>) -> Result<()> {
+        let i = self.session.log.len();
+        seed::admit_event(&e, i, SeedMode::Restore)?;
+        self.session.push_seeded(e, i)
+    }
+
+    /// How many events were pushed.
+    pub fn len(&self) -> usize {
+        self.session.log.len()
+    }
+
+    /// True before the first event.
+    pub fn is_empty(&self) -> bool {
+        self.session.log.is_empty()
+    }
+
+    /// Evict what lies before the window (between batches).
+    pub fn evict_old(&mut self) {
+        self.session.evict_old();
+    }
+
+    /// Append the closers crash repair finds and the end-seed marker; the
+    /// session and the closers.
+    pub fn finish(mut self, now: i64) -> Result<(Session, Vec<Arc<Event>>)> {
+        let closers: Vec<Arc<Event>> = self.session.closers()?.into_iter().map(Arc::new).collect();
+        for c in &closers {
+            self.push(c.clone())?;
+        }
+        let mut s = self.session;
+        s.first_live_seq = s.log.len() as u64;
+        if s.log.last().is_none_or(|e| e.ty != END_SEED) {
+            s.push_end_seed(now)?;
+        }
+        Ok((s, closers))
+    }
+}
