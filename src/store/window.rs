@@ -77,7 +77,7 @@ mod tests {
         std::env::temp_dir().join(format!("dsh-window-{tag}-{}", std::process::id()))
     }
 
-    fn fill(store: &Arc<Store>, id: &str, turns: usize) {
+    pub(super) fn fill(store: &Arc<Store>, id: &str, turns: usize) {
         let s = store.create(Some(&format!(r#"{{"id":"{id}"}}"#))).unwrap();
         for t in 1..=turns {
             s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
@@ -151,5 +151,32 @@ mod tests {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod sqlite_tests {
+    use super::super::Store;
+
+    #[test]
+    fn a_clean_sqlite_log_streams() {
+        let dir = std::env::temp_dir().join(format!("dsh-window-sqlite-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = format!(
+            r#"{{"backend":"sqlite","path":{:?}}}"#,
+            dir.join("s.db").display().to_string()
+        );
+        let store = Store::open(Some(&config)).unwrap();
+        super::tests::fill(&store, "w", 200);
+        let (live, _) = store.open_streaming("w", 100).unwrap().expect("streamed");
+        let (len, resident) = live
+            .with(|s| Ok((s.events().len(), s.resident_events())))
+            .unwrap();
+        assert_eq!(len, 200 * 52 + 1);
+        assert!(resident < 100 + crate::engine::chunked::CHUNK, "{resident}");
+        live.close().unwrap();
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

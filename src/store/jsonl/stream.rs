@@ -18,8 +18,9 @@ use crate::error::Result;
 use crate::json::Value;
 use crate::store::backend::Stored;
 
-/// How much of the file one read takes.
-const BLOCK: usize = 4 << 20;
+/// How much of the file one read takes, and how much plain text one
+/// decoding step of a zstd frame yields.
+const BLOCK: usize = 1 << 20;
 
 /// What a streaming read ends with.
 #[derive(Debug)]
@@ -32,10 +33,27 @@ pub struct StreamEnd {
     pub marks: Marks,
 }
 
-/// Fill `buf` from `file`; the number of bytes read (0 at the end).
-fn fill(file: &mut File, buf: &mut [u8], path: &Path) -> Result<usize> {
+/// Hand the events scanned so far on to `sink`; false when the scanner
+/// met damage (the log is not clean).
+fn hand_on(
+    scanner: &mut Scanner,
+    header: &Value,
+    sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+) -> Result<bool> {
+    if scanner.issue.is_some() {
+        return Ok(false);
+    }
+    let batch = scanner.take_events();
+    if !batch.is_empty() {
+        sink(header, batch)?;
+    }
+    Ok(true)
+}
+
+/// Fill `buf` from `r`; the number of bytes read (0 at the end).
+fn fill_from(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize> {
     loop {
-        match file.read(buf) {
+        match r.read(buf) {
             Ok(n) => return Ok(n),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(io_error("io.read", path, &e)),
@@ -55,6 +73,7 @@ pub fn stream_log(
     let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
     let before = revision_of(&file.metadata().map_err(|e| io_error("io.stat", path, &e))?);
     let mut block = vec![0u8; BLOCK];
+    let mut plain = vec![0u8; BLOCK];
     let mut pending: Vec<u8> = Vec::new();
     // File offset of `pending[0]`.
     let mut at = 0u64;
@@ -63,7 +82,7 @@ pub fn stream_log(
     let mut scanner = Scanner::new();
     let mut marks = Marks::default();
     loop {
-        let n = fill(&mut file, &mut block, path)?;
+        let n = fill_from(&mut file, &mut block, path)?;
         let eof = n == 0;
         pending.extend_from_slice(&block[..n]);
         let mut used = 0;
@@ -116,24 +135,30 @@ pub fn stream_log(
                 let base = used;
                 for r in &frames.complete {
                     marks.add(scanner.next_index(), at + (base + r.start) as u64);
-                    let plain = decode_frame(
-                        &pending[base + r.start..base + r.end],
-                        "zstd.frame-decode",
-                        at as usize + base + r.start,
-                    )?;
-                    scanner.feed(&plain)?;
+                    // A frame (up to a whole write batch) is decoded a block
+                    // at a time, its events handed on as they come.
+                    let frame = &pending[base + r.start..base + r.end];
+                    let mut decoder = zstd::stream::read::Decoder::with_buffer(frame)
+                        .map_err(|e| io_error("io.read", path, &e))?
+                        .single_frame();
+                    loop {
+                        let n = fill_from(&mut decoder, &mut plain, path)?;
+                        if n == 0 {
+                            break;
+                        }
+                        scanner.feed(&plain[..n])?;
+                        if !hand_on(&mut scanner, h, sink)? {
+                            return Ok(None);
+                        }
+                    }
                     used = base + r.end;
                 }
             }
         }
         pending.drain(..used);
         at += used as u64;
-        if scanner.issue.is_some() {
+        if !hand_on(&mut scanner, h, sink)? {
             return Ok(None);
-        }
-        let batch = scanner.take_events();
-        if !batch.is_empty() {
-            sink(h, batch)?;
         }
         if eof {
             break;

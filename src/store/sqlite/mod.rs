@@ -33,7 +33,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use self::rows::{RawRow, Wtf8};
 use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
-use super::backend::{Backend, Listed, Loaded, Stored, Torn};
+use super::backend::{Backend, Listed, Loaded, Stored, Streamed, Torn};
 use super::chunk_rows::{self, Record, SQLITE_BOUNDS};
 use super::writer::Hurry;
 use crate::engine::Event;
@@ -127,6 +127,9 @@ fn write_tx(conn: &mut Connection) -> Result<Transaction<'_>> {
     schema::validate_for_mutation(&tx)?;
     Ok(tx)
 }
+
+/// Rows per page of a streaming read.
+const STREAM_PAGE: usize = 1024;
 
 fn lossy(id: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(id)
@@ -331,6 +334,55 @@ impl Backend for SqliteBackend {
                 marker,
                 recovered: 0,
             }),
+        }))
+    }
+
+    fn load_streaming(
+        &mut self,
+        id: &str,
+        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+    ) -> Result<Option<Streamed>> {
+        // One read transaction over pages of rows; any row that does not
+        // decode, or a gap, leaves the decision to the whole-log read.
+        let tx = self.conn.transaction().map_err(sql_err)?;
+        let Some(session) = sessions::select(&tx, id.as_bytes())? else {
+            return Ok(None);
+        };
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT {STREAM_PAGE}",
+                rows::COLUMNS
+            ))
+            .map_err(sql_err)?;
+        let mut next = 0u64;
+        loop {
+            let mut q = stmt
+                .query((Wtf8(id.as_bytes()), next.min(i64::MAX as u64) as i64))
+                .map_err(sql_err)?;
+            let mut batch = Vec::new();
+            let mut rows_read = 0;
+            while let Some(row) = q.next().map_err(sql_err)? {
+                rows_read += 1;
+                let row = RawRow::from_row(row)?;
+                let Ok(events) = rows::decode(&row) else {
+                    return Ok(None);
+                };
+                if row.seq != next || events.is_empty() {
+                    return Ok(None);
+                }
+                next += events.len() as u64;
+                batch.extend(events);
+            }
+            if rows_read == 0 {
+                break;
+            }
+            sink(&session.header, batch)?;
+        }
+        drop(stmt);
+        tx.commit().map_err(sql_err)?;
+        Ok(Some(Streamed {
+            revision: self.revision_of(&session),
+            header: session.header,
         }))
     }
 
