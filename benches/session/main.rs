@@ -59,7 +59,14 @@ pub struct Ctx<'a> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--child-open") {
-        open::child_open(&args[1], &args[2], &args[3], args[4].parse().unwrap());
+        let window = args.get(5).map(|w| w.parse().unwrap());
+        open::child_open(
+            &args[1],
+            &args[2],
+            &args[3],
+            args[4].parse().unwrap(),
+            window,
+        );
         return;
     }
     if args.is_empty() {
