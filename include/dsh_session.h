@@ -553,10 +553,12 @@ dsh_status dsh_store_set_observer(struct dsh_store *store,
  *
  * `options_json` may be NULL or `{"window": n}`: at least the newest `n`
  * events stay resident (rounded up to whole chunks; default 8192). The
- * whole log is still read, validated, folded and repaired once by the
- * open. A log stored in an older format (upgraded in memory by the open)
- * and sessions of a memory store stay fully resident. `out` is as for
- * `dsh_session_open`.
+ * open reads, validates, folds and repairs the whole log once, as
+ * `dsh_session_open` does, but streams it: the log is never held whole,
+ * so a session larger than memory opens. A log that needs the whole-log
+ * read (a torn or damaged tail, events in an older format) is read whole
+ * and then windowed; sessions of a memory store stay fully resident.
+ * `out` is as for `dsh_session_open`.
  *
  * Returns what `dsh_session_open` returns, plus `DSH_E_INVALID_ARGUMENT`
  * (`arg.window`, `arg.option-unknown`) and `DSH_E_INVALID_JSON`. Calls

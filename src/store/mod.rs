@@ -256,10 +256,7 @@ impl Store {
 
     /// Open a stored session: load, upgrade, validate, repair durably, and
     /// hand it out. Returns the session and the closers repair appended.
-    pub fn open_session(
-        self: &Arc<Store>,
-        id: &str,
-    ) -> Result<Opened> {
+    pub fn open_session(self: &Arc<Store>, id: &str) -> Result<Opened> {
         self.open_session_with(id, None)
     }
 
@@ -269,19 +266,11 @@ impl Store {
     /// old tool result). Everything is validated, folded and repaired as
     /// in a full open. A log stored in an older format, which the open
     /// rewrites in memory, and a memory store's log stay fully resident.
-    pub fn open_session_windowed(
-        self: &Arc<Store>,
-        id: &str,
-        keep: usize,
-    ) -> Result<Opened> {
+    pub fn open_session_windowed(self: &Arc<Store>, id: &str, keep: usize) -> Result<Opened> {
         self.open_session_with(id, Some(keep))
     }
 
-    fn open_session_with(
-        self: &Arc<Store>,
-        id: &str,
-        window: Option<usize>,
-    ) -> Result<Opened> {
+    fn open_session_with(self: &Arc<Store>, id: &str, window: Option<usize>) -> Result<Opened> {
         if self.lock().live.contains(id) {
             return Err(Error::new(
                 Status::Conflict,
@@ -328,11 +317,7 @@ impl Store {
     /// `None` sends the open down the whole-log path, which decides about
     /// (and reports) everything unusual: a torn tail, an older format, a
     /// rule broken, a backend that cannot stream.
-    fn open_streaming(
-        self: &Arc<Store>,
-        id: &str,
-        keep: usize,
-    ) -> Result<Option<Opened>> {
+    fn open_streaming(self: &Arc<Store>, id: &str, keep: usize) -> Result<Option<Opened>> {
         if self.name == "memory" {
             return Ok(None);
         }
