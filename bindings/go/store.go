@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"sync"
 	"unicode/utf8"
@@ -102,14 +103,43 @@ func (st *Store) Create(opts CreateOptions) (*Session, error) {
 // ErrNotFound, a session that is already open with ErrConflict.
 func (st *Store) Open(id string) (*Session, error) {
 	const op = "Store.Open"
-	args, err := cStrings(op, text("session id", id))
+	return st.open(op, id, nil, func(p *C.dsh_store, args []cText, sp **C.dsh_session, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_session_open(p, args[0].p, sp, out)
+	})
+}
+
+// OpenWindowed opens a stored session like Open but keeps only about the
+// newest window events in memory (dsh_session_open_windowed): older events
+// stay in storage and are read back when a call reaches them, so a session
+// larger than memory opens. Every call answers as on a fully opened
+// session. window <= 0 uses the library's default (8192 events).
+func (st *Store) OpenWindowed(id string, window int) (*Session, error) {
+	const op = "Store.OpenWindowed"
+	options := []byte("null")
+	if window > 0 {
+		options = []byte(fmt.Sprintf(`{"window":%d}`, window))
+	}
+	return st.open(op, id, options, func(p *C.dsh_store, args []cText, sp **C.dsh_session, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_session_open_windowed(p, args[0].p, args[1].p, sp, out)
+	})
+}
+
+// open runs one of the open calls; options (when not nil) is its second
+// string argument.
+func (st *Store) open(op, id string, options []byte,
+	call func(*C.dsh_store, []cText, **C.dsh_session, *C.dsh_buf) C.dsh_status) (*Session, error) {
+	in := []cArg{text("session id", id)}
+	if options != nil {
+		in = append(in, jsonArg("options", options))
+	}
+	args, err := cStrings(op, in...)
 	if err != nil {
 		return nil, err
 	}
 	defer freeAll(args)
 	var sp *C.dsh_session
 	b, err := st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status {
-		return C.dsh_session_open(p, args[0].p, &sp, out)
+		return call(p, args, &sp, out)
 	})
 	if err != nil {
 		return nil, err

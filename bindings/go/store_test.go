@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -254,5 +255,55 @@ func TestCloseIdempotent(t *testing.T) {
 	var nilStore *Store
 	if nilStore.Close() != nil || !errors.Is(nilStore.Delete("x"), ErrClosed) {
 		t.Fatal("nil *Store")
+	}
+}
+
+// OpenWindowed keeps a tail of the log resident; every call answers as on
+// a full open, also for events long evicted.
+func TestOpenWindowed(t *testing.T) {
+	for _, b := range []Backend{JSONL, SQLite} {
+		b := b
+		t.Run(string(b), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			if b == SQLite {
+				path += ".db"
+			}
+			cfg := Config{Backend: b, Path: path}
+			st := mustOpenStore(t, cfg)
+			s := mustCreate(t, st, CreateOptions{ID: "big"})
+			for n := 1; n <= 1500; n++ { // 9000 events: two chunks evicted
+				turn(t, s, n)
+			}
+			ids := messageIDs(t, s)
+			early, err := s.Events(10, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			w, err := st.OpenWindowed("big", 100)
+			if err != nil {
+				t.Fatalf("OpenWindowed: %v", err)
+			}
+			defer w.Close()
+			if got := messageIDs(t, w); !reflect.DeepEqual(got, ids) {
+				t.Fatalf("derive after a windowed open: %d ids, want %d", len(got), len(ids))
+			}
+			again, err := w.Events(10, 20)
+			if err != nil || !reflect.DeepEqual(again, early) {
+				t.Fatalf("old events read back: %v, %+v", err, again)
+			}
+			if n := length(t, w); n != 9001 {
+				t.Fatalf("length %d, want 9001 (with the end-seed marker)", n)
+			}
+			turn(t, w, 1501)
+			if _, err := st.OpenWindowed("big", 0); !errors.Is(err, ErrConflict) {
+				t.Fatalf("a second open: %v", err)
+			}
+			if _, err := st.OpenWindowed("missing", 0); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("a missing session: %v", err)
+			}
+		})
 	}
 }
