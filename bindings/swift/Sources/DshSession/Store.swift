@@ -241,6 +241,35 @@ public final class Store: @unchecked Sendable {
         }
     }
 
+    /// Opens a stored session like `openSession(_:)`, keeping only about the
+    /// newest `window` events in memory: older events stay in storage and are
+    /// read back when a call reaches them, so a session larger than memory
+    /// opens. Every call answers as on a fully opened session. `nil` uses the
+    /// library's default window (8192 events).
+    ///
+    /// - Throws: as `openSession(_:)`, plus `.invalidArgument` (`arg.window`)
+    ///   for a negative window.
+    public func openSessionWindowed(_ id: String, window: Int? = nil) throws -> Session {
+        try checkText(id, "id")
+        let options = window.map { "{\"window\":\($0)}" }
+        var opened: OpaquePointer?
+        let data = try withHandle { store in
+            try id.withCString { cid in
+                try withOptionalCString(options) { copts in
+                    try ffiCall { dsh_session_open_windowed(store, cid, copts, &opened, $0) }
+                }
+            }
+        }
+        struct Opened: Decodable {
+            var header: SessionHeader
+            var repaired: [Event]
+        }
+        return try Session.adopt(opened, "dsh_session_open_windowed", store: self) {
+            let result = try decodeJSON(Opened.self, from: data)
+            return (result.header, result.repaired)
+        }
+    }
+
     /// The stored sessions.
     public func list() throws -> [StoredSession] {
         try withHandle { store in try ffiCallDecoding([StoredSession].self) { dsh_store_list(store, $0) } }

@@ -86,6 +86,26 @@ final class PersistenceTests: XCTestCase {
         XCTAssertEqual(try s.derive().map(\.id), ["u1", "a1", "t1", "a2"])
     }
 
+    func testWindowedOpenAnswersLikeAFullOpen() throws {
+        let dir = try Fixture.temporaryDirectory(self).appendingPathComponent("logs").path
+        let store = try Store(.jsonl(directory: dir))
+        let s = try store.createSession(id: "big")
+        for turn in 1...3000 {  // 9000 events: two chunks of the log evicted
+            try s.append("turn/start", data: ["turn": .number(Double(turn))])
+            try s.append("user/message", data: Message.user(id: "u\(turn)", text: "q"), intent: .append)
+            try s.append("turn/end", data: ["turn": .number(Double(turn)), "reason": ["kind": "completed"]])
+        }
+        let ids = try s.derive().map(\.id)
+        let early = try s.events(from: 10, to: 20)
+        try s.close()
+        let w = try store.openSessionWindowed("big", window: 100)
+        XCTAssertEqual(try w.derive().map(\.id), ids)
+        XCTAssertEqual(try w.events(from: 10, to: 20), early)
+        XCTAssertEqual(try w.info().length, 9001)
+        assertDshError(.notFound, "load.not-found") { try store.openSessionWindowed("missing") }
+        assertDshError(.invalidArgument, "arg.window") { try store.openSessionWindowed("x", window: -1) }
+    }
+
     func testBadConfiguration() throws {
         assertDshError(.invalidJSON, "json.parse") { try Store(configJSON: "{") }
         let error = assertDshError(.invalidArgument, "config.invalid") {
