@@ -147,6 +147,16 @@ static void test_backend(const char *backend, const char *leaf) {
     free(call(NAME("fork close"), dsh_session_close(child, &out), &out));
   }
   free(call(NAME("session_close again"), dsh_session_close(s, &out), &out));
+  s = NULL;
+  /* The windowed open answers like the full one. */
+  free(call(NAME("session_open_windowed"), dsh_session_open_windowed(st, "rt", "{\"window\":1}", &s, &out), &out));
+  if (s != NULL) {
+    free(again);
+    again = call(NAME("derive after a windowed open"), dsh_session_derive(s, &out), &out);
+    check(derived && again && strcmp(derived, again) == 0, NAME("windowed derive identical"), "\n#  %s\n#  %s",
+          derived ? derived : "", again ? again : "");
+    free(call(NAME("windowed session_close"), dsh_session_close(s, &out), &out));
+  }
 
 close_store:
   free(call(NAME("store_close again"), dsh_store_close(st, &out), &out));
