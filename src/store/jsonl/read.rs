@@ -3,13 +3,15 @@
 
 use std::fs::{self, File};
 use std::io::Read;
+use std::ops::Range;
 use std::path::Path;
+use std::sync::mpsc;
 
 use super::header::{read_header, Mode};
 use super::layout::{io_error, is_absent, revision_of};
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
-use super::zstd_frames::{decode_frame, decode_torn, scan_frames};
+use super::zstd_frames::{decode_frame, decode_torn, scan_frames, FrameDecoder};
 use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -159,11 +161,10 @@ fn decode_zstd(
     check(&header)?;
     let mut scanner = Scanner::new();
     let mut marks = Marks::default();
-    for range in &frames.complete[1..] {
+    scan_frames_in_order(bytes, &frames.complete[1..], |range, plain| {
         marks.add(scanner.events.len() as u64, range.start as u64);
-        let plain = decode_frame(&bytes[range.clone()], "zstd.frame-decode", range.start)?;
-        scanner.feed(&plain)?;
-    }
+        scanner.feed(plain)
+    })?;
     if !scanner.at_line_start() || scanner.committed < scanner.consumed || scanner.issue.is_some() {
         return Err(Error::new(
             Status::Corrupt,
@@ -190,6 +191,61 @@ fn decode_zstd(
         events: scanner.events,
         torn,
         marks,
+    })
+}
+
+/// Logs with at least this many event frames are decoded on a second
+/// thread while this one scans (fewer are not worth the thread).
+const PIPELINE_FRAMES: usize = 2;
+
+/// Decode each complete frame of `ranges` and hand its plaintext to `scan`,
+/// in log order. The first error in log order wins: a frame's decode error
+/// is reported only after every earlier frame was scanned without one, and
+/// nothing after an error is scanned. Long logs decode the next frame on a
+/// scoped thread (joined on every path) while `scan` runs on this one.
+fn scan_frames_in_order(
+    bytes: &[u8],
+    ranges: &[Range<usize>],
+    mut scan: impl FnMut(&Range<usize>, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let decode = |decoder: &mut FrameDecoder, range: &Range<usize>, buf: &mut Vec<u8>| {
+        decoder.decode_into(&bytes[range.clone()], "zstd.frame-decode", range.start, buf)
+    };
+    if ranges.len() < PIPELINE_FRAMES {
+        let mut decoder = FrameDecoder::new();
+        let mut buf = Vec::new();
+        for range in ranges {
+            decode(&mut decoder, range, &mut buf)?;
+            scan(range, &buf)?;
+        }
+        return Ok(());
+    }
+    std::thread::scope(|s| {
+        // One decoded frame waits while the next is decoded and this thread
+        // scans a third; scanned buffers go back to the decoder for reuse.
+        let (ready, decoded) = mpsc::sync_channel::<Result<Vec<u8>>>(1);
+        let (recycle, recycled) = mpsc::channel::<Vec<u8>>();
+        s.spawn(move || {
+            let mut decoder = FrameDecoder::new();
+            for range in ranges {
+                let mut buf = recycled.try_recv().unwrap_or_default();
+                let result = decode(&mut decoder, range, &mut buf).map(|()| buf);
+                let failed = result.is_err();
+                // A closed channel means the scan stopped at an error.
+                if ready.send(result).is_err() || failed {
+                    break;
+                }
+            }
+        });
+        for range in ranges {
+            let plain = decoded
+                .recv()
+                .expect("the decoder sends one result per frame until an error")?;
+            scan(range, &plain)?;
+            // The decoder may have finished already; the buffer is then freed.
+            let _ = recycle.send(plain);
+        }
+        Ok(())
     })
 }
 
