@@ -10,9 +10,14 @@
 //! result; serializing, compressing, fsyncing and dropping written batches
 //! all happen outside it.
 //!
-//! Memory is bounded: when more than [`HIGH_WATER_EVENTS`] events are
-//! pending, the next append first waits until everything is written
-//! (back-pressure) and is refused, changing nothing, if that write fails.
+//! Memory is bounded: when the pending events hold more than
+//! [`HIGH_WATER_BYTES`] of text, or more than [`HIGH_WATER_EVENTS`] are
+//! pending while the last write failed (a stalled disk), the next append
+//! first waits until everything is written (back-pressure) and is refused,
+//! changing nothing, if that write fails. A healthy writer that is merely
+//! slower than the appends is never waited for: its backlog is the
+//! session's own events (shared, not copied), as in the reference, which
+//! has no cap at all.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -25,8 +30,17 @@ use crate::engine::Event;
 use crate::error::{Error, Result};
 use crate::json::Value;
 
-/// Pending events above which an append waits for the disk.
+/// Pending events above which an append waits for a disk whose last
+/// write failed.
 pub const HIGH_WATER_EVENTS: usize = 100_000;
+
+/// Bytes of pending event text above which an append always waits.
+pub const HIGH_WATER_BYTES: usize = 512 << 20;
+
+/// The bytes of text of `events`.
+fn text_bytes<'a>(events: impl IntoIterator<Item = &'a Arc<Event>>) -> usize {
+    events.into_iter().map(|e| e.text().len()).sum()
+}
 
 /// The backend, shared by the writer thread and the store's reads.
 pub type SharedBackend = Arc<Mutex<Box<dyn Backend>>>;
@@ -118,6 +132,10 @@ impl Pending {
         self.seed.as_ref().map_or(0, Log::len) + self.events.len()
     }
 
+    fn queued_bytes(&self) -> usize {
+        self.seed.as_ref().map_or(0, text_bytes) + text_bytes(&self.events)
+    }
+
     fn is_empty(&self) -> bool {
         self.seed.is_none() && self.events.is_empty()
     }
@@ -139,8 +157,11 @@ impl Pending {
 
 struct State {
     sessions: HashMap<String, Pending>,
-    /// Events queued and not yet written.
+    /// Events queued and not yet written, and the bytes of their text.
     pending: usize,
+    pending_bytes: usize,
+    /// The last write failed (cleared by the next successful one).
+    failing: bool,
     /// When the current window closes (None: nothing scheduled).
     deadline: Option<Instant>,
     /// A flush wants everything written now.
@@ -161,8 +182,9 @@ impl State {
     }
 
     /// Count `n` newly queued events and open a window if none is open.
-    fn queued(&mut self, n: usize, shared: &Shared) {
+    fn queued(&mut self, n: usize, bytes: usize, shared: &Shared) {
         self.pending += n;
+        self.pending_bytes += bytes;
         self.paused = false;
         if self.deadline.is_none() {
             self.deadline = Some(Instant::now() + shared.window);
@@ -171,8 +193,16 @@ impl State {
     }
 }
 
+/// The high-water marks of a writer.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    events: usize,
+    bytes: usize,
+}
+
 struct Shared {
     state: Mutex<State>,
+    limits: Limits,
     wake: Condvar,
     done: Condvar,
     backend: SharedBackend,
@@ -195,16 +225,28 @@ pub struct Writer {
 impl Writer {
     /// A writer over `backend` with a batch window (0 = write in the append).
     pub fn new(backend: SharedBackend, window_ms: u64) -> Writer {
+        let limits = Limits {
+            events: HIGH_WATER_EVENTS,
+            bytes: HIGH_WATER_BYTES,
+        };
+        Writer::with_limits(backend, window_ms, limits)
+    }
+
+    /// [`Writer::new`] with other high-water marks (tests).
+    fn with_limits(backend: SharedBackend, window_ms: u64, limits: Limits) -> Writer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 sessions: HashMap::new(),
                 pending: 0,
+                pending_bytes: 0,
+                failing: false,
                 deadline: None,
                 urgent: false,
                 paused: false,
                 stop: false,
                 busy: false,
             }),
+            limits,
             wake: Condvar::new(),
             done: Condvar::new(),
             backend,
@@ -248,15 +290,22 @@ impl Writer {
         let removed = st.sessions.remove(id);
         if let Some(p) = &removed {
             st.pending = st.pending.saturating_sub(p.queued());
+            st.pending_bytes = st.pending_bytes.saturating_sub(p.queued_bytes());
         }
         drop(st);
         drop(removed);
     }
 
-    /// Refuse early when memory is above the high-water mark and the disk
-    /// cannot take the backlog. Call before committing in the engine.
+    /// Refuse early when the backlog is above the high-water mark (see the
+    /// module documentation) and the disk cannot take it. Call before
+    /// committing in the engine.
     pub fn reserve(&self) -> Result<()> {
-        if self.shared.lock().pending < HIGH_WATER_EVENTS {
+        let over = {
+            let st = self.shared.lock();
+            st.pending_bytes >= self.shared.limits.bytes
+                || (st.failing && st.pending >= self.shared.limits.events)
+        };
+        if !over {
             return Ok(());
         }
         self.flush_all()
@@ -275,7 +324,7 @@ impl Writer {
         let p = st.session(id);
         p.events.extend_from_slice(events);
         p.enqueued += events.len() as u64;
-        st.queued(events.len(), &self.shared);
+        st.queued(events.len(), text_bytes(events), &self.shared);
         Ok(())
     }
 
@@ -297,7 +346,7 @@ impl Writer {
             p.events.extend(log.iter().cloned());
         }
         p.enqueued += log.len() as u64;
-        st.queued(log.len(), &self.shared);
+        st.queued(log.len(), text_bytes(log), &self.shared);
         Ok(())
     }
 
@@ -507,6 +556,8 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
                 p.durable += n as u64;
                 p.failure = None;
                 st.pending = st.pending.saturating_sub(n);
+                st.pending_bytes = st.pending_bytes.saturating_sub(text_bytes(&events));
+                st.failing = false;
                 written.push(events);
             }
             Err(e) => {
@@ -514,6 +565,7 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
                 p.failure = Some(e.clone());
                 p.failures += 1;
                 st.paused = true;
+                st.failing = true;
                 first_error.get_or_insert(e);
             }
         }

@@ -164,21 +164,60 @@ fn a_batch_that_does_not_continue_the_stored_log_is_refused_and_nothing_is_writt
     assert_eq!(stored_len(&backend), 3);
 }
 
+/// A writer over a failing-on-demand backend with small high-water marks.
+fn limited(events: usize, bytes: usize) -> (Writer, SharedBackend, Arc<AtomicBool>) {
+    let (_, backend, fail, _, header) = setup(60_000);
+    let w = Writer::with_limits(backend.clone(), 60_000, Limits { events, bytes });
+    w.track(header_id(&header), &header, None);
+    (w, backend, fail)
+}
+
 #[test]
-fn memory_is_bounded_by_the_high_water_mark() {
-    let (w, backend, fail, _, _) = setup(60_000);
-    let batch: Vec<Arc<Event>> = (0..HIGH_WATER_EVENTS as u64).map(event).collect();
+fn a_healthy_backlog_is_never_waited_for() {
+    let (w, backend, _) = limited(100, usize::MAX);
+    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
+    w.enqueue("s", &batch).unwrap();
+    w.reserve().unwrap();
+    assert_eq!(
+        stored_len(&backend),
+        0,
+        "above the event mark, nothing failed: no wait"
+    );
+}
+
+#[test]
+fn a_backlog_on_a_failing_disk_is_drained_or_refused() {
+    let (w, backend, fail) = limited(100, usize::MAX);
+    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
     w.enqueue("s", &batch).unwrap();
     fail.store(true, Ordering::SeqCst);
+    assert!(w.flush_all().is_err(), "the disk fails");
     assert!(
         w.reserve().is_err(),
         "above the mark with a failing disk: refuse"
     );
     fail.store(false, Ordering::SeqCst);
     w.reserve().unwrap();
-    assert_eq!(
-        stored_len(&backend),
-        HIGH_WATER_EVENTS,
-        "reserve drained the backlog"
+    assert_eq!(stored_len(&backend), 1000, "reserve drained the backlog");
+    // Written: the disk is healthy again and the backlog empty.
+    w.enqueue("s", &[event(1000)]).unwrap();
+    w.reserve().unwrap();
+    assert_eq!(stored_len(&backend), 1000);
+}
+
+#[test]
+fn memory_is_bounded_by_the_byte_mark() {
+    let (w, backend, fail) = limited(usize::MAX, 10_000);
+    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
+    let bytes: usize = batch.iter().map(|e| e.text().len()).sum();
+    assert!(bytes > 10_000);
+    w.enqueue("s", &batch).unwrap();
+    fail.store(true, Ordering::SeqCst);
+    assert!(
+        w.reserve().is_err(),
+        "above the byte mark: drain, which fails"
     );
+    fail.store(false, Ordering::SeqCst);
+    w.reserve().unwrap();
+    assert_eq!(stored_len(&backend), 1000, "reserve drained the backlog");
 }
