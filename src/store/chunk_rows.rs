@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::event::MAX_SAFE;
+use crate::engine::event::{plain_int, MAX_SAFE};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{canon, Object, Value};
@@ -511,6 +511,90 @@ pub fn expand(
         out.push(Stored::Value(Value::Object(e)));
     }
     Ok(out)
+}
+
+/// [`expand`] of a row whose data is canonical text (what this library
+/// writes), straight from the text: each member's event text is the same
+/// as the value path's. `None` whenever the value path might answer
+/// otherwise (it then validates, reports, and expands).
+pub fn expand_canonical(
+    tag: &str,
+    seq0: u64,
+    time0: i64,
+    data: &str,
+    bounds: Bounds,
+) -> Option<Vec<Stored>> {
+    use std::fmt::Write;
+    let tool = tag == TOOL_TAG;
+    let ([turn, step, index, dt, members], id, name) = if tool {
+        let keys = ["turn", "step", "index", "dt", "args", "id", "name"];
+        match members_exactly(data, keys) {
+            Some([t, s, i, d, a, id, n]) => ([t, s, i, d, a], Some(id), Some(n)),
+            None => {
+                let [t, s, i, d, a, id] = members_exactly(data, first_six(keys))?;
+                ([t, s, i, d, a], Some(id), None)
+            }
+        }
+    } else if tag == TEXT_TAG || tag == REASONING_TAG {
+        let keys = ["turn", "step", "index", "dt", "texts"];
+        (members_exactly(data, keys)?, None, None)
+    } else {
+        return None;
+    };
+    let strings = id.iter().chain(name.iter()).all(|t| is_string(t));
+    if !strings || ![turn, step, index].iter().all(|t| is_number(t)) {
+        return None;
+    }
+    let members: Vec<&str> = canon::elements(members)?.collect();
+    let n = members.len();
+    let counted =
+        n >= bounds.decode_min_members.max(1) && bounds.max_members.is_none_or(|x| n <= x);
+    if !counted || !members.iter().all(|m| is_string(m)) || seq0 + n as u64 - 1 > MAX_SAFE {
+        return None;
+    }
+    let mut dt = canon::elements(dt)?;
+    let (chunk_type, member_key) = match tag {
+        TEXT_TAG => ("text-delta", "text"),
+        REASONING_TAG => ("reasoning-delta", "text"),
+        _ => ("tool-call-delta", "argumentsDelta"),
+    };
+    let mut out = Vec::with_capacity(n);
+    let mut time = time0;
+    for (k, member) in members.iter().enumerate() {
+        if k > 0 {
+            time = time
+                .checked_add(safe_i64(dt.next()?)?)
+                .filter(|t| t.unsigned_abs() <= MAX_SAFE)?;
+        }
+        let mut text = String::with_capacity(member.len() + 160);
+        let _ = write!(
+            text,
+            "{{\"type\":\"assistant/chunk\",\"seq\":{},\"time\":{time},\"data\":{{\"turn\":{turn},\
+             \"step\":{step},\"chunk\":{{\"type\":\"{chunk_type}\",\"index\":{index},",
+            seq0 + k as u64,
+        );
+        if let Some(id) = id {
+            let _ = write!(text, "\"id\":{id},");
+        }
+        if let Some(name) = name {
+            let _ = write!(text, "\"name\":{name},");
+        }
+        let _ = write!(text, "\"{member_key}\":{member}}}}}}}");
+        out.push(Stored::Canonical(text.into_boxed_str()));
+    }
+    dt.next().is_none().then_some(out)
+}
+
+fn first_six<const N: usize>(keys: [&'static str; N]) -> [&'static str; 6] {
+    std::array::from_fn(|i| keys[i])
+}
+
+/// A safe integer spelled as canonical JSON spells it.
+pub fn safe_i64(text: &str) -> Option<i64> {
+    match text.strip_prefix('-') {
+        Some(digits) => plain_int(digits).filter(|&n| n > 0).map(|n| -(n as i64)),
+        None => plain_int(text).map(|n| n as i64),
+    }
 }
 
 fn member_len(v: &Value) -> usize {

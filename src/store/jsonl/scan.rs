@@ -2,12 +2,14 @@
 //! §6.6): complete lines become storage records, the valid contiguous
 //! prefix is kept, and damage is tolerated only after the last `turn/end`.
 
-use crate::engine::event::TURN_END;
+use crate::engine::event::{plain_int, TURN_END};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
-use crate::json::{self, Value};
+use crate::json::{self, canon, Value};
 use crate::store::backend::Stored;
-use crate::store::chunk_rows::{decode_jsonl_record, is_tag};
+use crate::store::chunk_rows::{
+    decode_jsonl_record, expand_canonical, is_tag, safe_i64, JSONL_BOUNDS,
+};
 
 /// Scanner state over the records after the header line.
 #[derive(Debug)]
@@ -39,6 +41,32 @@ fn canonical_event(line: &[u8]) -> Option<Stored> {
     let event = Event::from_canonical_bytes(line)?;
     let ty = event.ty.as_str()?;
     (!is_tag(ty)).then_some(Stored::Event(event))
+}
+
+/// A packed row record kept as canonical text, expanded without a tree
+/// when [`expand_canonical`] takes it; `None` sends the line through the
+/// value decoder.
+fn canonical_packed(line: &[u8]) -> Option<Vec<Stored>> {
+    let text = line.strip_prefix(b"{\"type\":\"")?;
+    let tag = &text[..memchr(b'"', text)?];
+    if !is_tag(std::str::from_utf8(tag).ok()?) {
+        return None;
+    }
+    let record = canon::canonical_str(line)?;
+    let mut seq0 = None;
+    let mut time0 = None;
+    let mut data = None;
+    for (k, (key, value)) in canon::members(record)?.enumerate() {
+        match (k, key) {
+            (0, "type") => {}
+            (1, "seq0") => seq0 = plain_int(value),
+            (2, "time0") => time0 = safe_i64(value),
+            (3, "data") => data = Some(value),
+            _ => return None,
+        }
+    }
+    let tag = std::str::from_utf8(tag).ok()?;
+    expand_canonical(tag, seq0?, time0?, data?, JSONL_BOUNDS)
 }
 
 impl Scanner {
@@ -112,11 +140,13 @@ impl Scanner {
     }
 
     fn record(&mut self, line: &[u8], end: usize) -> Result<()> {
-        let decoded = match canonical_event(line) {
-            Some(event) => Some(vec![event]),
-            None => json::parse(&String::from_utf8_lossy(line))
-                .ok()
-                .and_then(|record| decode_jsonl_record(record).ok()),
+        let decoded = match canonical_packed(line) {
+            Some(events) => Some(events),
+            None => canonical_event(line).map(|e| vec![e]).or_else(|| {
+                json::parse(&String::from_utf8_lossy(line))
+                    .ok()
+                    .and_then(|record| decode_jsonl_record(record).ok())
+            }),
         };
         let Some(events) = decoded else {
             if self.issue.is_none() {
@@ -172,4 +202,47 @@ impl Scanner {
 /// Position of the first `needle` byte in `hay` (SIMD search).
 pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     memchr::memchr(needle, hay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_packed_rows_expand_as_the_value_path_does() {
+        let taken = [
+            r#"{"type":"text-chunks","seq0":3,"time0":-5,"data":{"turn":1,"step":2.5,"index":0,"dt":[3,-3],"texts":["a\n\"q\"","b","c"]}}"#,
+            r#"{"type":"reasoning-chunks","seq0":0,"time0":7,"data":{"dt":[],"texts":["x"],"turn":1,"step":1,"index":9}}"#,
+            r#"{"type":"tool-call-chunks","seq0":10,"time0":30,"data":{"turn":1,"step":1,"index":1,"dt":[-5,15],"id":"c1","name":"bash","args":["{","}",""]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":10,"time0":30,"data":{"turn":1,"step":1,"index":1,"dt":[0],"id":"c1","args":["{","}"]}}"#,
+        ];
+        for line in taken {
+            let fast = canonical_packed(line.as_bytes()).expect(line);
+            let slow = decode_jsonl_record(json::parse(line).unwrap()).unwrap();
+            assert_eq!(fast.len(), slow.len());
+            for (f, s) in fast.iter().zip(&slow) {
+                let (Stored::Canonical(f), Stored::Canonical(s)) = (f, s) else {
+                    panic!("canonical texts expected");
+                };
+                assert_eq!(f, s);
+            }
+        }
+        // Anything the value path refuses or rewrites is left to it.
+        let left = [
+            r#"{"type":"text-chunks","seq0":3,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[3],"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq0":3,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":[]}}"#,
+            r#"{"type":"text-chunks","seq0":3,"time0":5,"data":{"turn":"1","step":1,"index":0,"dt":[],"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq0":3,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":[1]}}"#,
+            r#"{"type":"text-chunks","seq0":3,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"],"x":1}}"#,
+            r#"{"type":"text-chunks","seq0":3,"time0":9007199254740991,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b"]}}"#,
+            r#"{"type":"tool-call-chunks","seq0":1,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[],"id":1,"args":["a"]}}"#,
+            r#"{"seq0":3,"type":"text-chunks","time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"]}}"#,
+            r#"{"type":"text-chunks","seq0":3,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"]},"x":0}"#,
+            r#"{"type":"text-chunks","seq0":3,"time0":5.5,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"]}}"#,
+            r#"{"type":"text-chunks", "seq0":3,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"]}}"#,
+        ];
+        for line in left {
+            assert!(canonical_packed(line.as_bytes()).is_none(), "{line}");
+        }
+    }
 }
