@@ -131,6 +131,11 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+thread_local! {
+    /// The reused output buffer of [`with_inflated`].
+    static INFLATED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// One `events` row after column validation.
 #[derive(Debug, Clone)]
 pub struct RawRow {
@@ -386,24 +391,57 @@ fn canonical_event(row: &RawRow) -> Option<Event> {
         // UTF-8 and canonical form in one pass.
         Some(text) => Some(canon::canonical_str(text)?),
     };
-    let inflated;
-    let data = match &row.data {
-        RawData::Text(t) => t,
-        RawData::Blob(b) => {
-            inflated = inflate(b, None).ok()?;
-            &inflated
-        }
+    let event = |data: &[u8]| {
+        Some(Event::with_canonical_texts(
+            JsString::from_wtf8(row.ty.clone()),
+            seq,
+            row.time,
+            canon::canonical_str(data)?,
+            (sources.as_deref(), op),
+            row.ignorable == Some(1),
+        ))
     };
-    let data = canon::canonical_str(data)?;
-    Some(Event::with_canonical_texts(
-        JsString::from_wtf8(row.ty.clone()),
-        seq,
-        row.time,
-        data,
-        (sources.as_deref(), op),
-        row.ignorable == Some(1),
-    ))
+    match &row.data {
+        RawData::Text(t) => event(t),
+        RawData::Blob(b) => with_inflated(b, event),
+    }
 }
+
+/// `f` of the decompressed frame ([`inflate`] without a limit), decoded
+/// into a buffer this thread reuses when the frame records its size.
+fn with_inflated<R>(frame: &[u8], f: impl FnOnce(&[u8]) -> Option<R>) -> Option<R> {
+    let size = zstd::zstd_safe::get_frame_content_size(frame)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= MAX_INFLATE);
+    let Some(size) = size else {
+        return f(&inflate(frame, None).ok()?);
+    };
+    INFLATED.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.clear();
+        buf.reserve(size);
+        let done = DECOMPRESSOR.with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_none() {
+                *d = zstd::bulk::Decompressor::new().ok();
+            }
+            d.as_mut()?.decompress_to_buffer(frame, &mut *buf).ok()
+        });
+        let result = match done {
+            Some(n) if n == size => f(&buf),
+            _ => inflate(frame, None).ok().and_then(|out| f(&out)),
+        };
+        if buf.capacity() > KEEP_INFLATED {
+            *buf = Vec::new();
+        }
+        result
+    })
+}
+
+/// The reused buffer of [`with_inflated`] is dropped beyond this size.
+const KEEP_INFLATED: usize = 4 << 20;
 
 fn decode_packed(row: &RawRow) -> Result<Vec<Stored>> {
     let tag = String::from_utf8_lossy(&row.ty).into_owned();
@@ -425,6 +463,11 @@ fn decode_packed(row: &RawRow) -> Result<Vec<Stored>> {
             "row.too-large",
             format!("malformed {tag} storage row: data exceeds {PACKED_DATA_LIMIT} bytes"),
         ));
+    }
+    if let Some(events) = canon::canonical_str(text.as_bytes())
+        .and_then(|data| chunk_rows::expand_canonical(&tag, row.seq, row.time, data, SQLITE_BOUNDS))
+    {
+        return Ok(events);
     }
     let data = parse(&text, "data")?;
     chunk_rows::expand(
@@ -456,23 +499,52 @@ fn is_turn_end(e: &Stored) -> bool {
     e.is_type(TURN_END)
 }
 
-/// `scanRows(rows, base)` (§7.7): rows in seq order; a bad row at or before
-/// the last row that decodes to a `turn/end` is `load.corrupt-committed-row`,
-/// a later one starts the torn tail.
-pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
-    // Every row's events go to one vector (no vector per row); a row
-    // keeps how many it has, or its error.
+/// Rows read with at least this many rows decode on two threads (few in
+/// tests, so that damaged logs take this path).
+const SPLIT_FROM: usize = if cfg!(test) { 4 } else { 4096 };
+
+/// Decoded rows: every row's events in one vector (no vector per row),
+/// how many each row has (or its error), and the index (counted from
+/// `offset`) of the last row holding a `turn/end`.
+type Decoded = (Vec<Stored>, Vec<Result<usize>>, Option<usize>);
+
+fn decode_rows(rows: &[RawRow], offset: usize) -> Decoded {
     let mut all = Vec::with_capacity(rows.len());
-    let mut decoded: Vec<Result<usize>> = Vec::with_capacity(rows.len());
+    let mut decoded = Vec::with_capacity(rows.len());
     let mut last_turn_end = None;
     for (i, row) in rows.iter().enumerate() {
         let from = all.len();
         let d = decode_into(row, &mut all);
         if d.is_ok() && all[from..].iter().any(is_turn_end) {
-            last_turn_end = Some(i);
+            last_turn_end = Some(offset + i);
         }
         decoded.push(d);
     }
+    (all, decoded, last_turn_end)
+}
+
+/// `scanRows(rows, base)` (§7.7): rows in seq order; a bad row at or before
+/// the last row that decodes to a `turn/end` is `load.corrupt-committed-row`,
+/// a later one starts the torn tail.
+pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
+    // Rows decode independently: a long read decodes its second half on a
+    // scoped thread. Nothing is decided until both halves are in.
+    let (mut all, decoded, last_turn_end) = if rows.len() < SPLIT_FROM {
+        decode_rows(rows, 0)
+    } else {
+        let (first, second) = rows.split_at(rows.len() / 2);
+        let (mut a, b) = std::thread::scope(|s| {
+            let second = s.spawn(|| decode_rows(second, first.len()));
+            let first = decode_rows(first, 0);
+            let second = second
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (first, second)
+        });
+        a.0.extend(b.0);
+        a.1.extend(b.1);
+        (a.0, a.1, b.2.or(a.2))
+    };
     let mut taken = 0;
     let mut expected = base;
     for (i, (row, d)) in rows.iter().zip(decoded).enumerate() {
