@@ -67,11 +67,15 @@ pub fn refuse_retired(id: &str, events: &[Value]) -> Result<()> {
     Ok(())
 }
 
+/// Whether [`check_known_types`] lets `e` pass.
+pub fn has_known_type(e: &Event) -> bool {
+    e.ignorable || is_known(e.ty.as_str().unwrap_or(""))
+}
+
 /// `load.unknown-type`: a type outside the known vocabulary without `ignorable: true`.
 pub fn check_known_types<'a>(id: &str, events: impl IntoIterator<Item = &'a Event>) -> Result<()> {
     for e in events {
-        let ty = e.ty.as_str().unwrap_or("");
-        if !e.ignorable && !is_known(ty) {
+        if !has_known_type(e) {
             return Err(Error::new(
                 Status::SchemaMismatch,
                 "load.unknown-type",

@@ -487,8 +487,11 @@ pub fn restore_taking(id: &str, loaded: &mut Loaded) -> Result<Restored> {
 /// is canonical text of the current format that the restore rules accept
 /// as it is (no retired vocabulary, no legacy rewrite, `msg.*` rules pass).
 /// Anything else gives the events back for the value path, which reports
-/// errors in the reference's order.
-fn fast_events(mut stored: Vec<Stored>) -> std::result::Result<Vec<Arc<Event>>, Vec<Stored>> {
+/// errors in the reference's order. With the events comes whether every
+/// one passes [`upgrade::check_known_types`] (checked while it is at hand).
+fn fast_events(
+    mut stored: Vec<Stored>,
+) -> std::result::Result<(Vec<Arc<Event>>, bool), Vec<Stored>> {
     // Each event is checked on its own: a long log is checked in two
     // halves, the second on a scoped thread. Either way a refusal gives
     // every event back in log order.
@@ -507,9 +510,9 @@ fn fast_events(mut stored: Vec<Stored>) -> std::result::Result<Vec<Arc<Event>>, 
         )
     });
     match (first, second) {
-        (Ok(mut first), Ok(second)) => {
+        (Ok((mut first, known)), Ok((second, also))) => {
             first.extend(second);
-            Ok(first)
+            Ok((first, known && also))
         }
         (first, second) => {
             let mut back = given_back(first);
@@ -524,9 +527,9 @@ fn fast_events(mut stored: Vec<Stored>) -> std::result::Result<Vec<Arc<Event>>, 
 const FAST_SPLIT_FROM: usize = if cfg!(test) { 4 } else { 8192 };
 
 /// The items of a [`fast_run`] result in log order, as stored items.
-fn given_back(run: std::result::Result<Vec<Arc<Event>>, Vec<Stored>>) -> Vec<Stored> {
+fn given_back(run: std::result::Result<(Vec<Arc<Event>>, bool), Vec<Stored>>) -> Vec<Stored> {
     match run {
-        Ok(events) => events
+        Ok((events, _)) => events
             .into_iter()
             .map(|e| Stored::Canonical(e.text().into()))
             .collect(),
@@ -535,21 +538,25 @@ fn given_back(run: std::result::Result<Vec<Arc<Event>>, Vec<Stored>>) -> Vec<Sto
 }
 
 /// [`fast_events`] of one run of events, on this thread.
-fn fast_run(stored: Vec<Stored>) -> std::result::Result<Vec<Arc<Event>>, Vec<Stored>> {
+fn fast_run(stored: Vec<Stored>) -> std::result::Result<(Vec<Arc<Event>>, bool), Vec<Stored>> {
     let mut events: Vec<Arc<Event>> = Vec::with_capacity(stored.len());
+    let mut known = true;
     let mut rest = stored.into_iter();
     while let Some(item) = rest.next() {
         match fast_event(item) {
-            Ok(e) => events.push(e),
+            Ok(e) => {
+                known &= upgrade::has_known_type(&e);
+                events.push(e);
+            }
             Err(item) => {
-                let mut back = given_back(Ok(events));
+                let mut back = given_back(Ok((events, known)));
                 back.push(item);
                 back.extend(rest);
                 return Err(back);
             }
         }
     }
-    Ok(events)
+    Ok((events, known))
 }
 
 /// One stored event as an engine event, when the restore rules take it as
@@ -640,8 +647,8 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
         }
     };
     let mut as_stored = true;
-    let events = match fast_events(stored) {
-        Ok(events) => events,
+    let (events, known) = match fast_events(stored) {
+        Ok(fast) => fast,
         Err(stored) => {
             as_stored = false;
             let stored: Vec<Value> = stored.into_iter().map(Stored::into_value).collect();
@@ -655,10 +662,12 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
                 seed::check_event_message(&e, &subject).map_err(wrap)?;
                 events.push(Arc::new(e));
             }
-            events
+            (events, false)
         }
     };
-    upgrade::check_known_types(id, events.iter().map(|e| &**e))?;
+    if !known {
+        upgrade::check_known_types(id, events.iter().map(|e| &**e))?;
+    }
     let closers: Vec<Arc<Event>> = repair::closers(events.iter().map(|e| &**e))
         .into_iter()
         .map(Arc::new)
