@@ -685,6 +685,14 @@ pub fn plain_int(text: &str) -> Option<u64> {
     (n <= MAX_SAFE).then_some(n)
 }
 
+/// A safe integer (possibly negative) spelled as canonical JSON spells it.
+pub fn safe_int(text: &str) -> Option<i64> {
+    match text.strip_prefix('-') {
+        Some(digits) => plain_int(digits).filter(|&n| n > 0).map(|n| -(n as i64)),
+        None => plain_int(text).map(|n| n as i64),
+    }
+}
+
 fn invalid_envelope(what: &str) -> Error {
     Error::rejected(
         "seed.envelope-invalid",

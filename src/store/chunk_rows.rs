@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::event::{plain_int, MAX_SAFE};
+use crate::engine::event::{safe_int, MAX_SAFE};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{canon, Object, Value};
@@ -530,10 +530,9 @@ pub fn expand_canonical(
         let keys = ["turn", "step", "index", "dt", "args", "id", "name"];
         match members_exactly(data, keys) {
             Some([t, s, i, d, a, id, n]) => ([t, s, i, d, a], Some(id), Some(n)),
-            None => {
-                let [t, s, i, d, a, id] = members_exactly(data, first_six(keys))?;
-                ([t, s, i, d, a], Some(id), None)
-            }
+            None => match members_exactly(data, ["turn", "step", "index", "dt", "args", "id"])? {
+                [t, s, i, d, a, id] => ([t, s, i, d, a], Some(id), None),
+            },
         }
     } else if tag == TEXT_TAG || tag == REASONING_TAG {
         let keys = ["turn", "step", "index", "dt", "texts"];
@@ -563,7 +562,7 @@ pub fn expand_canonical(
     for (k, member) in members.iter().enumerate() {
         if k > 0 {
             time = time
-                .checked_add(safe_i64(dt.next()?)?)
+                .checked_add(safe_int(dt.next()?)?)
                 .filter(|t| t.unsigned_abs() <= MAX_SAFE)?;
         }
         let mut text = String::with_capacity(member.len() + 160);
@@ -573,28 +572,15 @@ pub fn expand_canonical(
              \"step\":{step},\"chunk\":{{\"type\":\"{chunk_type}\",\"index\":{index},",
             seq0 + k as u64,
         );
-        if let Some(id) = id {
-            let _ = write!(text, "\"id\":{id},");
-        }
-        if let Some(name) = name {
-            let _ = write!(text, "\"name\":{name},");
+        for (key, value) in [("id", id), ("name", name)] {
+            if let Some(value) = value {
+                let _ = write!(text, "\"{key}\":{value},");
+            }
         }
         let _ = write!(text, "\"{member_key}\":{member}}}}}}}");
         out.push(Stored::Canonical(text.into_boxed_str()));
     }
     dt.next().is_none().then_some(out)
-}
-
-fn first_six<const N: usize>(keys: [&'static str; N]) -> [&'static str; 6] {
-    std::array::from_fn(|i| keys[i])
-}
-
-/// A safe integer spelled as canonical JSON spells it.
-pub fn safe_i64(text: &str) -> Option<i64> {
-    match text.strip_prefix('-') {
-        Some(digits) => plain_int(digits).filter(|&n| n > 0).map(|n| -(n as i64)),
-        None => plain_int(text).map(|n| n as i64),
-    }
 }
 
 fn member_len(v: &Value) -> usize {

@@ -2,14 +2,12 @@
 //! §6.6): complete lines become storage records, the valid contiguous
 //! prefix is kept, and damage is tolerated only after the last `turn/end`.
 
-use crate::engine::event::{plain_int, TURN_END};
+use crate::engine::event::{plain_int, safe_int, TURN_END};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{self, canon, Value};
 use crate::store::backend::Stored;
-use crate::store::chunk_rows::{
-    decode_jsonl_record, expand_canonical, is_tag, safe_i64, JSONL_BOUNDS,
-};
+use crate::store::chunk_rows::{decode_jsonl_record, expand_canonical, is_tag, JSONL_BOUNDS};
 
 /// Scanner state over the records after the header line.
 #[derive(Debug)]
@@ -60,7 +58,7 @@ fn canonical_packed(line: &[u8]) -> Option<Vec<Stored>> {
         match (k, key) {
             (0, "type") => {}
             (1, "seq0") => seq0 = plain_int(value),
-            (2, "time0") => time0 = safe_i64(value),
+            (2, "time0") => time0 = safe_int(value),
             (3, "data") => data = Some(value),
             _ => return None,
         }
