@@ -227,7 +227,6 @@ pub fn strip_time(mut v: Value) -> Value {
     v
 }
 
-/// A fresh, empty directory under the system temp dir.
 /// A raw-lines JSONL store (under a fresh temp dir named after `tag`)
 /// whose session `id` holds `lines` after the reference's header line.
 /// Returns the temp dir and the store config.
@@ -253,6 +252,7 @@ pub fn raw_jsonl_store(tag: &str, id: &str, lines: &[&str]) -> (std::path::PathB
     (dir, config)
 }
 
+/// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
