@@ -18,8 +18,9 @@ pub(super) enum Data<'a> {
 impl<'a> Data<'a> {
     /// `data` given as JSON text: canonical text is used as is (one
     /// validating pass), anything else is parsed (`json.parse` on failure).
-    pub(super) fn from_text(text: &'a str) -> Result<Data<'a>> {
-        if json::canon::is_canonical(text) {
+    pub(super) fn from_text(text: DataText<'a>) -> Result<Data<'a>> {
+        let DataText { text, canonical } = text;
+        if canonical || json::canon::is_canonical(text) {
             return Ok(Data::Canonical(text));
         }
         let (v, lossless) = parse_checked_input(text, "data")?;
@@ -36,6 +37,40 @@ impl<'a> Data<'a> {
                     .and_then(Value::as_str)
                     == Some("fallback")
             }
+        }
+    }
+}
+
+/// The `data` text of one append as the caller hands it over: checked to
+/// be canonical JSON already (by [`DataText::canonical`], which also
+/// proves it UTF-8, in one pass over bytes), or text still to be checked.
+#[derive(Debug, Clone, Copy)]
+pub struct DataText<'a> {
+    text: &'a str,
+    canonical: bool,
+}
+
+impl<'a> DataText<'a> {
+    /// `bytes` when they are canonical JSON (and so valid UTF-8).
+    pub fn canonical(bytes: &'a [u8]) -> Option<DataText<'a>> {
+        json::canon::canonical_str(bytes).map(|text| DataText {
+            text,
+            canonical: true,
+        })
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &'a str {
+        self.text
+    }
+}
+
+impl<'a> From<&'a str> for DataText<'a> {
+    /// Text not checked yet.
+    fn from(text: &'a str) -> DataText<'a> {
+        DataText {
+            text,
+            canonical: false,
         }
     }
 }
@@ -127,7 +162,7 @@ pub(super) fn check_input(
 pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
     check_input(
         ty,
-        &Data::from_text(data)?,
+        &Data::from_text(data.into())?,
         intent.map_or(Intent::None, Intent::Text),
     )
     .map(|_| ())

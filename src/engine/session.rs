@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::chunked::Chunked;
 use super::derive::DeriveCache;
 use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
-pub use super::input::{check_append_input, parse_input};
+pub use super::input::{check_append_input, parse_input, DataText};
 use super::input::{check_input, Data, Intent};
 use super::request::RequestFolds;
 use super::seed::{self, SeedMode};
@@ -311,7 +311,7 @@ impl Session {
     fn prepare_text(
         &self,
         ty: &str,
-        data: &str,
+        data: DataText<'_>,
         intent: Option<&str>,
         now: i64,
     ) -> Result<(Event, Plan)> {
@@ -328,6 +328,17 @@ impl Session {
         &mut self,
         ty: &str,
         data: &str,
+        intent: Option<&str>,
+        now: i64,
+    ) -> Result<Arc<Event>> {
+        self.append_text(ty, data.into(), intent, now)
+    }
+
+    /// [`Session::append`] with `data` possibly checked canonical already.
+    pub fn append_text(
+        &mut self,
+        ty: &str,
+        data: DataText<'_>,
         intent: Option<&str>,
         now: i64,
     ) -> Result<Arc<Event>> {
@@ -350,7 +361,7 @@ impl Session {
 
     /// The event `append` would commit now; nothing changes.
     pub fn validate(&self, ty: &str, data: &str, intent: Option<&str>, now: i64) -> Result<Event> {
-        Ok(self.prepare_text(ty, data, intent, now)?.0)
+        Ok(self.prepare_text(ty, data.into(), intent, now)?.0)
     }
 
     /// All-or-nothing append of `[{"type","data","intent"?}, ...]`; each item

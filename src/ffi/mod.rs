@@ -152,11 +152,24 @@ fn null_arg(name: &str) -> Error {
 /// # Safety
 /// `p` is NULL or points to a NUL-terminated string that stays valid for the call.
 unsafe fn arg_str<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    // SAFETY: forwarded contract.
+    utf8_arg(unsafe { arg_bytes(p, name) }?, name)
+}
+
+/// The bytes of a NUL-terminated argument (`arg.null` for NULL).
+///
+/// # Safety
+/// As [`arg_str`].
+unsafe fn arg_bytes<'a>(p: *const c_char, name: &str) -> Result<&'a [u8]> {
     if p.is_null() {
         return Err(null_arg(name));
     }
     // SAFETY: non-NULL and NUL-terminated per the caller's contract.
-    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    Ok(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// `bytes` as UTF-8 text (`arg.utf8` otherwise).
+fn utf8_arg<'a>(bytes: &'a [u8], name: &str) -> Result<&'a str> {
     std::str::from_utf8(bytes)
         .map_err(|e| Error::invalid_argument("arg.utf8", format!("{name} is not valid UTF-8: {e}")))
 }

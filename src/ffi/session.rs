@@ -4,9 +4,11 @@ use std::ffi::c_char;
 
 use super::handles;
 use super::{
-    arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, null_arg, opt_str, out_text,
+    arg_bytes, arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, null_arg, opt_str,
+    out_text, utf8_arg,
 };
 use crate::engine::event::events_to_json;
+use crate::engine::session::DataText;
 use crate::engine::surface::write_seqs;
 use crate::error::Result;
 use crate::json::Value;
@@ -167,14 +169,17 @@ unsafe fn event_args<'a>(
     type_: *const c_char,
     data_json: *const c_char,
     intent_json: *const c_char,
-) -> Result<(&'a str, &'a str, Option<&'a str>)> {
+) -> Result<(&'a str, DataText<'a>, Option<&'a str>)> {
     // SAFETY: forwarded caller contract.
     unsafe {
-        Ok((
-            arg_str(type_, "type")?,
-            arg_str(data_json, "data_json")?,
-            opt_str(intent_json, "intent_json")?,
-        ))
+        let ty = arg_str(type_, "type")?;
+        // Canonical data is proven UTF-8 by the same pass that checks it.
+        let bytes = arg_bytes(data_json, "data_json")?;
+        let data = match DataText::canonical(bytes) {
+            Some(d) => d,
+            None => utf8_arg(bytes, "data_json")?.into(),
+        };
+        Ok((ty, data, opt_str(intent_json, "intent_json")?))
     }
 }
 
@@ -202,7 +207,7 @@ pub unsafe extern "C" fn dsh_session_append(
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
         let (ty, data, intent) = unsafe { event_args(type_, data_json, intent_json)? };
-        Ok(out_text(s.append(ty, data, intent)?.text()))
+        Ok(out_text(s.append_text(ty, data, intent)?.text()))
     })
 }
 
@@ -249,7 +254,7 @@ pub unsafe extern "C" fn dsh_session_validate(
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
         let (ty, data, intent) = unsafe { event_args(type_, data_json, intent_json)? };
-        Ok(out_text(s.validate(ty, data, intent)?.text()))
+        Ok(out_text(s.validate(ty, data.as_str(), intent)?.text()))
     })
 }
 

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{now_ms, Notice, Store};
+use crate::engine::session::DataText;
 use crate::engine::{Event, Session};
 use crate::error::{Error, Result, Status};
 
@@ -151,11 +152,22 @@ impl LiveSession {
 
     /// `append(type, data, intent)`.
     pub fn append(&self, ty: &str, data: &str, intent: Option<&str>) -> Result<Arc<Event>> {
+        self.append_text(ty, data.into(), intent)
+    }
+
+    /// [`LiveSession::append`] with `data` possibly checked canonical
+    /// already (the C ABI checks it while it checks the bytes are UTF-8).
+    pub fn append_text(
+        &self,
+        ty: &str,
+        data: DataText<'_>,
+        intent: Option<&str>,
+    ) -> Result<Arc<Event>> {
         if self.check_reentrant().is_err() {
             // errors.md §3.1: the input checks come before `append.reentrant`.
-            crate::engine::session::check_append_input(ty, data, intent)?;
+            crate::engine::session::check_append_input(ty, data.as_str(), intent)?;
         }
-        let mut v = self.commit(|s, now| Ok(vec![s.append(ty, data, intent, now)?]))?;
+        let mut v = self.commit(|s, now| Ok(vec![s.append_text(ty, data, intent, now)?]))?;
         Ok(v.remove(0))
     }
 
