@@ -499,16 +499,11 @@ fn is_turn_end(e: &Stored) -> bool {
     e.is_type(TURN_END)
 }
 
-/// Rows read with at least this many rows decode on two threads (few in
-/// tests, so that damaged logs take this path).
-const SPLIT_FROM: usize = if cfg!(test) { 4 } else { 4096 };
-
-/// Decoded rows: every row's events in one vector (no vector per row),
-/// how many each row has (or its error), and the index (counted from
-/// `offset`) of the last row holding a `turn/end`.
+/// Decoded rows: every row's events in one vector, how many each row has
+/// (or its error), and the index of the last row holding a `turn/end`.
 type Decoded = (Vec<Stored>, Vec<Result<usize>>, Option<usize>);
 
-fn decode_rows(rows: &[RawRow], offset: usize) -> Decoded {
+fn decode_rows(rows: &[RawRow]) -> Decoded {
     let mut all = Vec::with_capacity(rows.len());
     let mut decoded = Vec::with_capacity(rows.len());
     let mut last_turn_end = None;
@@ -516,7 +511,7 @@ fn decode_rows(rows: &[RawRow], offset: usize) -> Decoded {
         let from = all.len();
         let d = decode_into(row, &mut all);
         if d.is_ok() && all[from..].iter().any(is_turn_end) {
-            last_turn_end = Some(offset + i);
+            last_turn_end = Some(i);
         }
         decoded.push(d);
     }
@@ -527,24 +522,9 @@ fn decode_rows(rows: &[RawRow], offset: usize) -> Decoded {
 /// the last row that decodes to a `turn/end` is `load.corrupt-committed-row`,
 /// a later one starts the torn tail.
 pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
-    // Rows decode independently: a long read decodes its second half on a
-    // scoped thread. Nothing is decided until both halves are in.
-    let (mut all, decoded, last_turn_end) = if rows.len() < SPLIT_FROM {
-        decode_rows(rows, 0)
-    } else {
-        let (first, second) = rows.split_at(rows.len() / 2);
-        let (mut a, b) = std::thread::scope(|s| {
-            let second = s.spawn(|| decode_rows(second, first.len()));
-            let first = decode_rows(first, 0);
-            let second = second
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (first, second)
-        });
-        a.0.extend(b.0);
-        a.1.extend(b.1);
-        (a.0, a.1, b.2.or(a.2))
-    };
+    // Every row's events go to one vector (no vector per row); a row
+    // keeps how many it has, or its error.
+    let (mut all, decoded, last_turn_end) = decode_rows(rows);
     let mut taken = 0;
     let mut expected = base;
     for (i, (row, d)) in rows.iter().zip(decoded).enumerate() {
