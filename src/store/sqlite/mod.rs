@@ -55,6 +55,26 @@ pub struct SqliteBackend {
     ahead: ahead::Ahead,
     /// When `ahead` may work (`None`: no writer, always).
     hurry: Option<Arc<Hurry>>,
+    /// The physical scan of the last load, so the repair that follows
+    /// need not decode the whole session again (see [`LastScan`]).
+    last_scan: Option<LastScan>,
+}
+
+/// What a load found, valid while nothing was written to the database
+/// since: no write by this connection (any write clears it) and no commit
+/// by another one (`PRAGMA data_version` unchanged).
+#[derive(Debug)]
+struct LastScan {
+    id: Vec<u8>,
+    data_version: i64,
+    torn_from: Option<u64>,
+    next: u64,
+}
+
+/// `PRAGMA data_version`: changes when another connection commits.
+fn data_version(conn: &Connection) -> Result<i64> {
+    conn.query_row("PRAGMA data_version", [], |r| r.get(0))
+        .map_err(sql_err)
 }
 
 impl std::fmt::Debug for SqliteBackend {
@@ -99,6 +119,7 @@ impl SqliteBackend {
             zstd: rows::compressor()?,
             ahead: ahead::Ahead::default(),
             hurry: None,
+            last_scan: None,
         };
         backend.conn.busy_timeout(busy).map_err(sql_err)?;
         backend.conn.set_prepared_statement_cache_capacity(32);
@@ -324,8 +345,15 @@ impl Backend for SqliteBackend {
             return Ok(None);
         };
         let stored = select_rows(&tx, id.as_bytes(), i64::MIN)?;
+        let version = data_version(&tx)?;
         tx.commit().map_err(sql_err)?;
         let scan = rows::scan(&stored, 0)?;
+        self.last_scan = Some(LastScan {
+            id: id.as_bytes().to_vec(),
+            data_version: version,
+            torn_from: scan.torn_from,
+            next: scan.events.len() as u64,
+        });
         Ok(Some(Loaded {
             revision: self.revision_of(&session),
             header: session.header,
@@ -379,7 +407,14 @@ impl Backend for SqliteBackend {
             sink(&session.header, batch)?;
         }
         drop(stmt);
+        let version = data_version(&tx)?;
         tx.commit().map_err(sql_err)?;
+        self.last_scan = Some(LastScan {
+            id: id.as_bytes().to_vec(),
+            data_version: version,
+            torn_from: None,
+            next,
+        });
         Ok(Some(Streamed {
             revision: self.revision_of(&session),
             header: session.header,
@@ -422,6 +457,7 @@ impl Backend for SqliteBackend {
     }
 
     fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        self.last_scan = None;
         if events.is_empty() {
             return Ok(());
         }
@@ -458,6 +494,7 @@ impl Backend for SqliteBackend {
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {
+        self.last_scan = None;
         let tx = write_tx(&mut self.conn)?;
         let id = Wtf8(id.as_bytes());
         tx.prepare_cached("DELETE FROM events WHERE session_id = ?1")
@@ -481,12 +518,22 @@ impl Backend for SqliteBackend {
             return Ok(());
         }
         let id = header_id_bytes(header);
+        let last = self.last_scan.take();
         let tx = write_tx(&mut self.conn)?;
         if !sessions::exists(&tx, id)? {
             return Err(sessions::metadata_missing(id));
         }
-        let scan = rows::scan(&select_rows(&tx, id, i64::MIN)?, 0)?;
-        match (torn, scan.torn_from) {
+        // The load just before found the physical state, and nothing was
+        // written since: no need to decode the whole session again.
+        let version = data_version(&tx)?;
+        let (torn_from, next) = match last.filter(|l| l.id == id && l.data_version == version) {
+            Some(l) => (l.torn_from, l.next),
+            None => {
+                let scan = rows::scan(&select_rows(&tx, id, i64::MIN)?, 0)?;
+                (scan.torn_from, scan.events.len() as u64)
+            }
+        };
+        match (torn, torn_from) {
             (Some(t), Some(from)) if t.marker == from => {
                 tx.prepare_cached("DELETE FROM events WHERE session_id = ?1 AND seq >= ?2")
                     .and_then(|mut s| s.execute((Wtf8(id), from as i64)))
@@ -511,7 +558,6 @@ impl Backend for SqliteBackend {
             }
             (None, None) => {}
         }
-        let next = scan.events.len() as u64;
         check_seqs(
             next,
             events,

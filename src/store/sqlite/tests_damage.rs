@@ -360,3 +360,31 @@ fn throughput() {
         rate(1e5, load)
     );
 }
+
+/// The repair after a load reuses the load's scan only while nothing was
+/// written since: a commit by another connection in between sends it back
+/// to a full scan, which sees the damage.
+#[test]
+fn repair_rescans_when_another_connection_wrote_after_the_load() {
+    let dir = TempDir::new("rescan");
+    let events = log();
+    open(&dir.db()).append(&header("s"), &events, true).unwrap();
+    let mut b = open(&dir.db());
+    let loaded = b.load("s").unwrap().unwrap();
+    assert!(loaded.torn.is_none());
+    raw(&dir.db())
+        .execute_batch("UPDATE events SET source_event_seqs = X'8000' WHERE seq = 10")
+        .unwrap();
+    let closers = [plain(13, "turn/end", r#"{"turn":2}"#, "")];
+    let err = b.commit_repair(&header("s"), None, &closers).unwrap_err();
+    assert_eq!(err.rule, "sqlite.repair-omitted-tail");
+    // Without the foreign write the load's scan is used and the closers go in.
+    drop(b);
+    raw(&dir.db())
+        .execute_batch("UPDATE events SET source_event_seqs = NULL WHERE seq = 10")
+        .unwrap();
+    let mut b = open(&dir.db());
+    b.load("s").unwrap().unwrap();
+    b.commit_repair(&header("s"), None, &closers).unwrap();
+    assert_eq!(b.load("s").unwrap().unwrap().events.len(), 14);
+}
