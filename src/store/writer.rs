@@ -10,14 +10,16 @@
 //! result; serializing, compressing, fsyncing and dropping written batches
 //! all happen outside it.
 //!
-//! Memory is bounded: when the pending events hold more than
-//! [`HIGH_WATER_BYTES`] of text, or more than [`HIGH_WATER_EVENTS`] are
+//! Memory is bounded. When more than [`HIGH_WATER_EVENTS`] events are
 //! pending while the last write failed (a stalled disk), the next append
-//! first waits until everything is written (back-pressure) and is refused,
-//! changing nothing, if that write fails. A healthy writer that is merely
-//! slower than the appends is never waited for: its backlog is the
-//! session's own events (shared, not copied), as in the reference, which
-//! has no cap at all.
+//! first waits until everything is written and is refused, changing
+//! nothing, if that write fails. When the pending events hold more than
+//! [`HIGH_WATER_BYTES`] of text on a working disk, an append waits for the
+//! writer's next round only: rounds take at most [`ROUND_BYTES`] of a
+//! session's backlog, so such a wait is one bounded write. Below that a
+//! writer slower than a burst of appends is never waited for: its backlog
+//! is the session's own events (shared, not copied), as in the reference,
+//! which has no cap at all.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -140,9 +142,26 @@ impl Pending {
         self.seed.is_none() && self.events.is_empty()
     }
 
-    /// Take everything queued, leaving the queue empty.
-    fn take(&mut self) -> (Option<Log>, Vec<Arc<Event>>) {
-        (self.seed.take(), std::mem::take(&mut self.events))
+    /// Take everything queued, leaving the queue empty; with a `budget`,
+    /// take queued events (after a seed, which goes whole) only up to
+    /// about that many bytes of text, at least one.
+    fn take(&mut self, budget: Option<usize>) -> (Option<Log>, Vec<Arc<Event>>) {
+        let seed = self.seed.take();
+        let Some(budget) = budget else {
+            return (seed, std::mem::take(&mut self.events));
+        };
+        let mut bytes = 0;
+        let n = self
+            .events
+            .iter()
+            .take_while(|e| {
+                let first = bytes == 0;
+                bytes += e.text().len();
+                first || bytes <= budget
+            })
+            .count();
+        let rest = self.events.split_off(n);
+        (seed, std::mem::replace(&mut self.events, rest))
     }
 
     /// Put a batch that failed back in front of what arrived meanwhile.
@@ -300,15 +319,24 @@ impl Writer {
     /// module documentation) and the disk cannot take it. Call before
     /// committing in the engine.
     pub fn reserve(&self) -> Result<()> {
-        let over = {
-            let st = self.shared.lock();
-            st.pending_bytes >= self.shared.limits.bytes
-                || (st.failing && st.pending >= self.shared.limits.events)
-        };
-        if !over {
-            return Ok(());
+        let limits = self.shared.limits;
+        let mut st = self.shared.lock();
+        loop {
+            let failing = st.failing && st.pending >= limits.events;
+            if failing || (st.failing && st.pending_bytes >= limits.bytes) {
+                // A disk that fails: drain everything or refuse.
+                drop(st);
+                return self.flush_all();
+            }
+            if st.pending_bytes < limits.bytes || self.thread.is_none() {
+                return Ok(());
+            }
+            // Too much text pending on a working disk: wait for the
+            // writer's next (bounded) round, not for the whole backlog.
+            st.urgent = true;
+            self.shared.wake.notify_all();
+            st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        self.flush_all()
     }
 
     /// Queue committed events of `id` (in seq order). Never touches the disk,
@@ -417,7 +445,7 @@ impl Writer {
             while st.busy {
                 st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
             }
-            return write_round(&self.shared, st, only);
+            return write_round(&self.shared, st, only, None);
         }
         let mut st = self.shared.lock();
         let targets: Vec<(String, u64, u64)> = st
@@ -501,7 +529,16 @@ struct Job {
 }
 
 /// Write every pending batch (of `only`, or of all sessions) once.
-fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str>) -> Result<()> {
+/// Text bytes one background round takes from a session's queue, so a
+/// long backlog is written in steps an append held back can wait for.
+pub const ROUND_BYTES: usize = 16 << 20;
+
+fn write_round(
+    shared: &Shared,
+    mut st: MutexGuard<'_, State>,
+    only: Option<&str>,
+    budget: Option<usize>,
+) -> Result<()> {
     let mut jobs = Vec::new();
     for (id, p) in st.sessions.iter_mut() {
         if p.is_empty() || only.is_some_and(|o| o != id) {
@@ -510,7 +547,7 @@ fn write_round(shared: &Shared, mut st: MutexGuard<'_, State>, only: Option<&str
         let Some(header) = p.header.clone() else {
             continue;
         };
-        let (seed, events) = p.take();
+        let (seed, events) = p.take(budget);
         jobs.push(Job {
             id: id.clone(),
             header,
@@ -588,10 +625,16 @@ fn run(shared: &Shared) {
         if due && !st.paused {
             st.urgent = false;
             st.deadline = None;
-            let _ = write_round(shared, st, None);
+            let took_all = !st.sessions.values().any(|p| p.queued_bytes() > ROUND_BYTES);
+            let _ = write_round(shared, st, None, Some(ROUND_BYTES));
             st = shared.lock();
-            if st.sessions.values().any(|p| !p.is_empty()) && !st.paused && st.deadline.is_none() {
-                st.deadline = Some(Instant::now() + shared.window);
+            if st.sessions.values().any(|p| !p.is_empty()) && !st.paused {
+                if !took_all {
+                    // A backlog left by a bounded round: its window is over.
+                    st.deadline = Some(Instant::now());
+                } else if st.deadline.is_none() {
+                    st.deadline = Some(Instant::now() + shared.window);
+                }
             }
             continue;
         }

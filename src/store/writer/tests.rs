@@ -221,3 +221,35 @@ fn memory_is_bounded_by_the_byte_mark() {
     w.reserve().unwrap();
     assert_eq!(stored_len(&backend), 1000, "reserve drained the backlog");
 }
+
+#[test]
+fn above_the_byte_mark_a_working_disk_is_waited_for_one_round() {
+    let (w, backend, _) = limited(usize::MAX, 10_000);
+    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
+    w.enqueue("s", &batch).unwrap();
+    w.reserve().unwrap();
+    assert_eq!(
+        stored_len(&backend),
+        1000,
+        "the writer's round took the backlog"
+    );
+}
+
+#[test]
+fn a_bounded_take_keeps_order_and_takes_at_least_one_event() {
+    let mut p = Pending {
+        events: (0..10).map(event).collect(),
+        ..Pending::default()
+    };
+    let one = p.events[0].text().len();
+    let (_, first) = p.take(Some(0));
+    assert_eq!(first.len(), 1, "at least one event");
+    let (_, next) = p.take(Some(3 * one));
+    assert_eq!(next.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let (_, rest) = p.take(None);
+    assert_eq!(
+        rest.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [4, 5, 6, 7, 8, 9]
+    );
+    assert!(p.is_empty());
+}
