@@ -347,6 +347,8 @@ impl Backend for SqliteBackend {
         let stored = select_rows(&tx, id.as_bytes(), i64::MIN)?;
         let version = data_version(&tx)?;
         tx.commit().map_err(sql_err)?;
+        // The pages read stay in SQLite's cache otherwise: hand them back.
+        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
         let scan = rows::scan(&stored, 0)?;
         self.last_scan = Some(LastScan {
             id: id.as_bytes().to_vec(),
@@ -409,6 +411,7 @@ impl Backend for SqliteBackend {
         drop(stmt);
         let version = data_version(&tx)?;
         tx.commit().map_err(sql_err)?;
+        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
         self.last_scan = Some(LastScan {
             id: id.as_bytes().to_vec(),
             data_version: version,
