@@ -1,0 +1,293 @@
+//! Building events: from parts, from canonical text (checked or
+//! trusted), and from a JSON envelope.
+
+use super::*;
+
+impl Event {
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: Member<'_>,
+        sources: Option<Member<'_>>,
+        op: Option<Member<'_>>,
+        ignorable: bool,
+        order: [EnvKey; 7],
+        capacity: usize,
+    ) -> Event {
+        let lossless = sources.as_ref().is_none_or(Member::is_lossless)
+            && op.as_ref().is_none_or(Member::is_lossless);
+        let mut text = String::with_capacity(capacity);
+        let at = write_envelope(
+            &mut text, order, &ty, seq, time, data, sources, op, ignorable,
+        );
+        Event {
+            ty,
+            seq,
+            time,
+            ignorable,
+            text: text.into_boxed_str(),
+            at,
+            checked: AtomicU8::new(if lossless { 0 } else { Checked::LOSSY }),
+            tree: OnceLock::new(),
+        }
+    }
+
+    /// A new event whose keys serialize in `order` (absent keys are skipped).
+    pub fn new(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: Value,
+        sources: Option<Value>,
+        op: Option<Value>,
+        order: [EnvKey; 7],
+    ) -> Event {
+        let e = Event::from_data_value(ty, seq, time, &data, (sources, op), false, order);
+        let _ = e.tree.set(Box::new(data));
+        e
+    }
+
+    /// An event whose `data` is a value tree (written out canonically).
+    /// The text cannot carry a value JSON would change (`-0`, an
+    /// overflowing number): the event remembers it had one, so the
+    /// lossless checks of a later fork still refuse it.
+    fn from_data_value(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: &Value,
+        (sources, op): (Option<Value>, Option<Value>),
+        ignorable: bool,
+        order: [EnvKey; 7],
+    ) -> Event {
+        let e = Event::assemble(
+            ty,
+            seq,
+            time,
+            Member::Value(data),
+            sources.as_ref().map(Member::Value),
+            op.as_ref().map(Member::Value),
+            ignorable,
+            order,
+            256,
+        );
+        if !data.is_lossless() {
+            e.mark_checked(Checked::LOSSY);
+        }
+        e
+    }
+
+    /// A new event in `append` key order whose `data` is canonical JSON text
+    /// and whose data and surface metadata the caller checked lossless (an
+    /// append, or stored columns read back).
+    pub fn with_canonical_data(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: &str,
+        (sources, op): (Option<&Value>, Option<&Value>),
+        ignorable: bool,
+    ) -> Event {
+        let ty_len = ty.as_wtf8().len();
+        let e = Event::assemble(
+            ty,
+            seq,
+            time,
+            Member::Text(data),
+            sources.map(Member::Value),
+            op.map(Member::Value),
+            ignorable,
+            APPEND_ORDER,
+            // Room for the whole envelope, so the text is never moved:
+            // 16-digit seq and time, up to 17 bytes per source seq.
+            data.len()
+                + ty_len
+                + 80
+                + sources.map_or(0, |s| 24 + 17 * s.as_array().map_or(4, Vec::len))
+                + op.map_or(0, |_| 64),
+        );
+        e.mark_checked(Checked::LOSSLESS);
+        e
+    }
+
+    /// [`Event::with_canonical_data`] with the surface metadata given as
+    /// canonical JSON text too (stored columns read back): nothing is
+    /// parsed, every member is copied once.
+    pub fn with_canonical_texts(
+        ty: JsString,
+        seq: u64,
+        time: i64,
+        data: &str,
+        (sources, op): (Option<&str>, Option<&str>),
+        ignorable: bool,
+    ) -> Event {
+        let extra = sources.map_or(0, str::len) + op.map_or(0, str::len) + ty.as_wtf8().len();
+        let e = Event::assemble(
+            ty,
+            seq,
+            time,
+            Member::Text(data),
+            sources.map(Member::Text),
+            op.map(Member::Text),
+            ignorable,
+            APPEND_ORDER,
+            data.len() + extra + 128,
+        );
+        e.mark_checked(Checked::LOSSLESS);
+        e
+    }
+
+    /// An event from stored text, without building a tree: `Ok` only when
+    /// `text` is canonical JSON of a well-formed envelope with a plain
+    /// (escape-free) type. Anything else comes back as `Err(text)` for the
+    /// caller's value path, which reports the precise error.
+    pub fn from_canonical_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
+        // One pass: the check also finds the envelope members.
+        let index = canon::canonical_members(&text)
+            .and_then(|members| Event::index(&text, members.into_iter()));
+        match index {
+            Some(index) => Ok(Event::indexed(text, index)),
+            None => Err(text),
+        }
+    }
+
+    /// [`Event::from_canonical_text`] of bytes not yet known to be UTF-8
+    /// (a stored line): one pass checks UTF-8 and canonical form and finds
+    /// the envelope members; the bytes are copied into the event only when
+    /// they pass. `None` sends them to the caller's value path.
+    pub fn from_canonical_bytes(bytes: &[u8]) -> Option<Event> {
+        let (text, spans) = canon::canonical_object(bytes)?;
+        let members = spans
+            .iter()
+            .map(|&((ks, ke), (vs, ve))| (&text[ks..ke], &text[vs..ve]));
+        // The member ranges are offsets into `text`, which the copy keeps.
+        let index = Event::index(text, members)?;
+        Some(Event::indexed(text.into(), index))
+    }
+
+    /// [`Event::from_canonical_text`] for text the caller knows to be what
+    /// `JSON.stringify` writes for a lossless value (text this library
+    /// wrote, or checked with [`canon::is_canonical`]): the check is not
+    /// repeated, only the envelope is read.
+    pub fn from_trusted_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
+        let index = canon::members(&text).and_then(|members| Event::index(&text, members));
+        match index {
+            Some(index) => Ok(Event::indexed(text, index)),
+            None => Err(text),
+        }
+    }
+
+    fn indexed(text: Box<str>, (ty, seq, time, at, ignorable): Index) -> Event {
+        Event {
+            ty,
+            seq,
+            time,
+            ignorable,
+            at,
+            text,
+            // Canonical text is lossless JSON.
+            checked: AtomicU8::new(Checked::LOSSLESS),
+            tree: OnceLock::new(),
+        }
+    }
+
+    /// The envelope of canonical event text from its top-level members.
+    fn index<'a>(text: &str, members: impl Iterator<Item = (&'a str, &'a str)>) -> Option<Index> {
+        let base = text.as_ptr() as usize;
+        let at = |v: &str| {
+            let start = v.as_ptr() as usize - base;
+            span(start, start + v.len())
+        };
+        let (mut ty, mut seq, mut time, mut data) = (None, None, None, None);
+        let (mut spans, mut ignorable) = (Spans::default(), false);
+        for (key, value) in members {
+            match key {
+                "type" => {
+                    let inner = value.strip_prefix('"')?.strip_suffix('"')?;
+                    if inner.contains('\\') {
+                        return None;
+                    }
+                    ty = Some(JsString::from(inner));
+                }
+                "seq" => seq = Some(plain_int(value)?),
+                "time" => time = Some(plain_int(value)? as i64),
+                "data" => data = Some(at(value)),
+                "sourceEventSeqs" => spans.sources = at(value),
+                "surfaceOp" => spans.op = at(value),
+                "ignorable" if value == "true" => ignorable = true,
+                _ => return None,
+            }
+        }
+        spans.data = data?;
+        Some((ty?, seq?, time?, spans, ignorable))
+    }
+
+    /// Build an event from a JSON object, checking the envelope rules
+    /// (`seed.envelope-key`, `seed.envelope-invalid`) in the reference's
+    /// order. `what` names the event in messages ("seed event at index 3").
+    /// The `header.legacy` check that precedes these is the caller's.
+    pub fn from_envelope(value: Value, what: &str) -> Result<Event> {
+        let Ok(obj) = value.into_object() else {
+            return Err(invalid_envelope(what));
+        };
+        let mut order = [EnvKey::Ignorable; 7];
+        let mut n = 0;
+        for key in obj.keys() {
+            match EnvKey::from_name(key) {
+                Some(k) => {
+                    order[n] = k;
+                    n += 1;
+                }
+                None => {
+                    return Err(Error::rejected(
+                        "seed.envelope-key",
+                        format!(
+                            "{what} has an invalid envelope: unknown key \"{}\"",
+                            key.to_string_lossy()
+                        ),
+                    ))
+                }
+            }
+        }
+        // Keys not present are never written, so the tail of `order` only
+        // needs to hold each missing key once.
+        for k in APPEND_ORDER {
+            if !order[..n].contains(&k) {
+                order[n] = k;
+                n += 1;
+            }
+        }
+        let mut obj = obj;
+        let ty = obj
+            .remove("type")
+            .and_then(|t| t.into_js_string().ok())
+            .ok_or_else(|| invalid_envelope(what))?;
+        let seq = obj
+            .get("seq")
+            .and_then(Value::as_safe_u64)
+            .ok_or_else(|| invalid_envelope(what))?;
+        let time = obj
+            .get("time")
+            .and_then(Value::as_safe_i64)
+            .ok_or_else(|| invalid_envelope(what))?;
+        let data = obj.remove("data").ok_or_else(|| invalid_envelope(what))?;
+        let ignorable = match obj.get("ignorable") {
+            None => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => return Err(invalid_envelope(what)),
+        };
+        let sources = obj.remove("sourceEventSeqs");
+        let op = obj.remove("surfaceOp");
+        Ok(Event::from_data_value(
+            ty,
+            seq,
+            time,
+            &data,
+            (sources, op),
+            ignorable,
+            order,
+        ))
+    }
+}
