@@ -198,105 +198,6 @@ impl PartialEq for Event {
     }
 }
 
-/// One envelope member while an event's text is written.
-enum Member<'a> {
-    Str(&'a JsString),
-    Int(i64),
-    Value(&'a Value),
-    Text(&'a str),
-    True,
-}
-
-impl Member<'_> {
-    fn reborrow(&self) -> Member<'_> {
-        match *self {
-            Member::Str(s) => Member::Str(s),
-            Member::Int(n) => Member::Int(n),
-            Member::Value(v) => Member::Value(v),
-            Member::Text(t) => Member::Text(t),
-            Member::True => Member::True,
-        }
-    }
-
-    /// Whether the member is certainly lossless JSON (canonical text is).
-    fn is_lossless(&self) -> bool {
-        match self {
-            Member::Value(v) => v.is_lossless(),
-            _ => true,
-        }
-    }
-}
-
-/// Write the envelope in `order` (absent keys skipped); returns the byte
-/// ranges of the members the event indexes.
-#[allow(clippy::too_many_arguments)]
-fn write_envelope(
-    out: &mut String,
-    order: [EnvKey; 7],
-    ty: &JsString,
-    seq: u64,
-    time: i64,
-    data: Member<'_>,
-    sources: Option<Member<'_>>,
-    op: Option<Member<'_>>,
-    ignorable: bool,
-) -> Spans {
-    out.push('{');
-    let mut first = true;
-    let mut at = Spans::default();
-    for key in order {
-        let value = match key {
-            EnvKey::Type => Some(Member::Str(ty)),
-            EnvKey::Seq => Some(Member::Int(seq as i64)),
-            EnvKey::Time => Some(Member::Int(time)),
-            EnvKey::Data => Some(match data {
-                Member::Value(v) => Member::Value(v),
-                Member::Text(t) => Member::Text(t),
-                _ => unreachable!("data is a value or text"),
-            }),
-            EnvKey::Sources => sources.as_ref().map(Member::reborrow),
-            EnvKey::Op => op.as_ref().map(Member::reborrow),
-            EnvKey::Ignorable => ignorable.then_some(Member::True),
-        };
-        let Some(value) = value else { continue };
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        out.push('"');
-        out.push_str(key.name());
-        out.push_str("\":");
-        let start = out.len();
-        match value {
-            Member::Str(s) => s.write_json(out),
-            Member::Int(n) => {
-                use std::fmt::Write;
-                let _ = write!(out, "{n}");
-            }
-            Member::Value(v) => v.write_json(out),
-            Member::Text(t) => out.push_str(t),
-            Member::True => out.push_str("true"),
-        }
-        let range = span(start, out.len());
-        match key {
-            EnvKey::Data => at.data = range,
-            EnvKey::Sources => at.sources = range,
-            EnvKey::Op => at.op = range,
-            _ => {}
-        }
-    }
-    out.push('}');
-    at
-}
-
-fn span(start: usize, end: usize) -> (u32, u32) {
-    // An event over 4 GiB cannot be held; the ABI refuses such input long before.
-    (
-        u32::try_from(start).expect("event under 4 GiB"),
-        u32::try_from(end).expect("event under 4 GiB"),
-    )
-}
-
 impl Event {
     /// Whether the seed checks in `bits` are known to pass.
     pub fn is_checked(&self, bits: u8) -> bool {
@@ -406,13 +307,6 @@ pub fn safe_int(text: &str) -> Option<i64> {
         Some(digits) => plain_int(digits).filter(|&n| n > 0).map(|n| -(n as i64)),
         None => plain_int(text).map(|n| n as i64),
     }
-}
-
-fn invalid_envelope(what: &str) -> Error {
-    Error::rejected(
-        "seed.envelope-invalid",
-        format!("{what} has an invalid envelope"),
-    )
 }
 
 /// Envelope-check a complete log given as JSON values, for the pure

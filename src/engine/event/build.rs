@@ -4,29 +4,18 @@
 use super::*;
 
 impl Event {
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        ty: JsString,
-        seq: u64,
-        time: i64,
-        data: Member<'_>,
-        sources: Option<Member<'_>>,
-        op: Option<Member<'_>>,
-        ignorable: bool,
-        order: [EnvKey; 7],
-        capacity: usize,
-    ) -> Event {
-        let lossless = sources.as_ref().is_none_or(Member::is_lossless)
-            && op.as_ref().is_none_or(Member::is_lossless);
+    /// The event whose text is `parts` written in `order` (into a buffer
+    /// of `capacity` bytes to start with).
+    fn assemble(parts: Parts<'_>, order: [EnvKey; 7], capacity: usize) -> Event {
+        let lossless = parts.sources.as_ref().is_none_or(Member::is_lossless)
+            && parts.op.as_ref().is_none_or(Member::is_lossless);
         let mut text = String::with_capacity(capacity);
-        let at = write_envelope(
-            &mut text, order, &ty, seq, time, data, sources, op, ignorable,
-        );
+        let at = write_envelope(&mut text, order, &parts);
         Event {
-            ty,
-            seq,
-            time,
-            ignorable,
+            ty: parts.ty,
+            seq: parts.seq,
+            time: parts.time,
+            ignorable: parts.ignorable,
             text: text.into_boxed_str(),
             at,
             checked: AtomicU8::new(if lossless { 0 } else { Checked::LOSSY }),
@@ -62,26 +51,33 @@ impl Event {
         ignorable: bool,
         order: [EnvKey; 7],
     ) -> Event {
-        let e = Event::assemble(
+        let parts = Parts {
             ty,
             seq,
             time,
-            Member::Value(data),
-            sources.as_ref().map(Member::Value),
-            op.as_ref().map(Member::Value),
+            data: Member::Value(data),
+            sources: sources.as_ref().map(Member::Value),
+            op: op.as_ref().map(Member::Value),
             ignorable,
-            order,
-            256,
-        );
+        };
+        let e = Event::assemble(parts, order, 256);
         if !data.is_lossless() {
             e.mark_checked(Checked::LOSSY);
         }
         e
     }
 
+    /// An event in `append` key order whose data and surface metadata the
+    /// caller checked lossless (so it is marked so).
+    fn checked_lossless(parts: Parts<'_>, capacity: usize) -> Event {
+        let e = Event::assemble(parts, APPEND_ORDER, capacity);
+        e.mark_checked(Checked::LOSSLESS);
+        e
+    }
+
     /// A new event in `append` key order whose `data` is canonical JSON text
     /// and whose data and surface metadata the caller checked lossless (an
-    /// append, or stored columns read back).
+    /// append).
     pub fn with_canonical_data(
         ty: JsString,
         seq: u64,
@@ -90,26 +86,23 @@ impl Event {
         (sources, op): (Option<&Value>, Option<&Value>),
         ignorable: bool,
     ) -> Event {
-        let ty_len = ty.as_wtf8().len();
-        let e = Event::assemble(
+        // Room for the whole envelope, so the text is never moved:
+        // 16-digit seq and time, up to 17 bytes per source seq.
+        let capacity = data.len()
+            + ty.as_wtf8().len()
+            + 80
+            + sources.map_or(0, |s| 24 + 17 * s.as_array().map_or(4, Vec::len))
+            + op.map_or(0, |_| 64);
+        let parts = Parts {
             ty,
             seq,
             time,
-            Member::Text(data),
-            sources.map(Member::Value),
-            op.map(Member::Value),
+            data: Member::Text(data),
+            sources: sources.map(Member::Value),
+            op: op.map(Member::Value),
             ignorable,
-            APPEND_ORDER,
-            // Room for the whole envelope, so the text is never moved:
-            // 16-digit seq and time, up to 17 bytes per source seq.
-            data.len()
-                + ty_len
-                + 80
-                + sources.map_or(0, |s| 24 + 17 * s.as_array().map_or(4, Vec::len))
-                + op.map_or(0, |_| 64),
-        );
-        e.mark_checked(Checked::LOSSLESS);
-        e
+        };
+        Event::checked_lossless(parts, capacity)
     }
 
     /// [`Event::with_canonical_data`] with the surface metadata given as
@@ -123,20 +116,21 @@ impl Event {
         (sources, op): (Option<&str>, Option<&str>),
         ignorable: bool,
     ) -> Event {
-        let extra = sources.map_or(0, str::len) + op.map_or(0, str::len) + ty.as_wtf8().len();
-        let e = Event::assemble(
+        let capacity = data.len()
+            + sources.map_or(0, str::len)
+            + op.map_or(0, str::len)
+            + ty.as_wtf8().len()
+            + 128;
+        let parts = Parts {
             ty,
             seq,
             time,
-            Member::Text(data),
-            sources.map(Member::Text),
-            op.map(Member::Text),
+            data: Member::Text(data),
+            sources: sources.map(Member::Text),
+            op: op.map(Member::Text),
             ignorable,
-            APPEND_ORDER,
-            data.len() + extra + 128,
-        );
-        e.mark_checked(Checked::LOSSLESS);
-        e
+        };
+        Event::checked_lossless(parts, capacity)
     }
 
     /// An event from stored text, without building a tree: `Ok` only when
@@ -290,4 +284,107 @@ impl Event {
             order,
         ))
     }
+}
+
+/// What an event's text is written from.
+struct Parts<'a> {
+    ty: JsString,
+    seq: u64,
+    time: i64,
+    /// A value or canonical text.
+    data: Member<'a>,
+    sources: Option<Member<'a>>,
+    op: Option<Member<'a>>,
+    ignorable: bool,
+}
+
+/// One envelope member while an event's text is written.
+enum Member<'a> {
+    Str(&'a JsString),
+    Int(i64),
+    Value(&'a Value),
+    Text(&'a str),
+    True,
+}
+
+impl Member<'_> {
+    fn reborrow(&self) -> Member<'_> {
+        match *self {
+            Member::Str(s) => Member::Str(s),
+            Member::Int(n) => Member::Int(n),
+            Member::Value(v) => Member::Value(v),
+            Member::Text(t) => Member::Text(t),
+            Member::True => Member::True,
+        }
+    }
+
+    /// Whether the member is certainly lossless JSON (canonical text is).
+    fn is_lossless(&self) -> bool {
+        match self {
+            Member::Value(v) => v.is_lossless(),
+            _ => true,
+        }
+    }
+}
+
+/// Write the envelope of `parts` in `order` (absent keys skipped); returns
+/// the byte ranges of the members the event indexes.
+fn write_envelope(out: &mut String, order: [EnvKey; 7], parts: &Parts<'_>) -> Spans {
+    out.push('{');
+    let mut first = true;
+    let mut at = Spans::default();
+    for key in order {
+        let value = match key {
+            EnvKey::Type => Some(Member::Str(&parts.ty)),
+            EnvKey::Seq => Some(Member::Int(parts.seq as i64)),
+            EnvKey::Time => Some(Member::Int(parts.time)),
+            EnvKey::Data => Some(parts.data.reborrow()),
+            EnvKey::Sources => parts.sources.as_ref().map(Member::reborrow),
+            EnvKey::Op => parts.op.as_ref().map(Member::reborrow),
+            EnvKey::Ignorable => parts.ignorable.then_some(Member::True),
+        };
+        let Some(value) = value else { continue };
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push('"');
+        out.push_str(key.name());
+        out.push_str("\":");
+        let start = out.len();
+        match value {
+            Member::Str(s) => s.write_json(out),
+            Member::Int(n) => {
+                use std::fmt::Write;
+                let _ = write!(out, "{n}");
+            }
+            Member::Value(v) => v.write_json(out),
+            Member::Text(t) => out.push_str(t),
+            Member::True => out.push_str("true"),
+        }
+        let range = span(start, out.len());
+        match key {
+            EnvKey::Data => at.data = range,
+            EnvKey::Sources => at.sources = range,
+            EnvKey::Op => at.op = range,
+            _ => {}
+        }
+    }
+    out.push('}');
+    at
+}
+
+fn span(start: usize, end: usize) -> (u32, u32) {
+    // An event over 4 GiB cannot be held; the ABI refuses such input long before.
+    (
+        u32::try_from(start).expect("event under 4 GiB"),
+        u32::try_from(end).expect("event under 4 GiB"),
+    )
+}
+
+fn invalid_envelope(what: &str) -> Error {
+    Error::rejected(
+        "seed.envelope-invalid",
+        format!("{what} has an invalid envelope"),
+    )
 }
