@@ -96,15 +96,21 @@ pub unsafe extern "C" fn dsh_session_open(
         hand_out(session, out, || {
             let s = handles::store(store)?;
             let id = arg_str(session_id, "session_id")?;
-            let (live, repaired) = s.open_session(id)?;
-            let header = live.with(|s| Ok(s.header().to_json()))?;
-            let repaired = events_to_json(repaired.iter().map(|e| &**e));
-            Ok((
-                live,
-                format!("{{\"header\":{header},\"repaired\":{repaired}}}"),
-            ))
+            opened_out(s.open_session(id)?)
         })
     }
+}
+
+/// The handle and `out` of an open: `{"header":…,"repaired":[…]}`.
+pub(super) fn opened_out(
+    (live, repaired): crate::store::Opened,
+) -> Result<(std::sync::Arc<crate::store::LiveSession>, String)> {
+    let header = live.with(|s| Ok(s.header().to_json()))?;
+    let repaired = events_to_json(repaired.iter().map(|e| &**e));
+    Ok((
+        live,
+        format!("{{\"header\":{header},\"repaired\":{repaired}}}"),
+    ))
 }
 
 /// Fork `source` into a new session of the same store.

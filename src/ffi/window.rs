@@ -2,9 +2,8 @@
 
 use std::ffi::c_char;
 
-use super::session::hand_out;
+use super::session::{hand_out, opened_out};
 use super::{arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, handles, opt_str};
-use crate::engine::event::events_to_json;
 use crate::store::OpenOptions;
 
 /// Open a stored session like `dsh_session_open`, keeping only a tail
@@ -46,13 +45,7 @@ pub unsafe extern "C" fn dsh_session_open_windowed(
             let s = handles::store(store)?;
             let id = arg_str(session_id, "session_id")?;
             let options = OpenOptions::parse(opt_str(options_json, "options_json")?)?;
-            let (live, repaired) = s.open_session_windowed(id, options.window)?;
-            let header = live.with(|s| Ok(s.header().to_json()))?;
-            let repaired = events_to_json(repaired.iter().map(|e| &**e));
-            Ok((
-                live,
-                format!("{{\"header\":{header},\"repaired\":{repaired}}}"),
-            ))
+            opened_out(s.open_session_windowed(id, options.window)?)
         })
     }
 }
