@@ -487,7 +487,7 @@ mod engine_side {
             events: Mutex::new(s.events().iter().cloned().collect()),
             reads: AtomicUsize::new(0),
         });
-        s.set_window(source.clone(), 100).unwrap();
+        s.set_window(source.clone(), 100);
         assert!(s.is_windowed());
         assert_eq!(s.resident_events(), n - 4 * CHUNK, "four chunks evicted");
         let reads = || source.reads.load(Ordering::Relaxed);

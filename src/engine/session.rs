@@ -180,14 +180,18 @@ impl Session {
         if mode == SeedMode::Snapshot {
             seed::validate_header(&s.header, id)?;
         }
-        s.first_live_seq = s.log.len() as u64;
-        if s.log.last().is_none_or(|e| e.ty != END_SEED) {
-            s.push_end_seed(now)?;
-        }
+        s.seal(now)?;
         Ok(s)
     }
 
-    fn push_end_seed(&mut self, now: i64) -> Result<()> {
+    /// End a seed: what is in the log now is inherited (`firstLiveSeq`),
+    /// and a `session/end-seed` marker follows unless the seed ends with
+    /// one (lifecycle.md §3).
+    fn seal(&mut self, now: i64) -> Result<()> {
+        self.first_live_seq = self.log.len() as u64;
+        if self.log.last().is_some_and(|e| e.ty == END_SEED) {
+            return Ok(());
+        }
         let marker = Event::new(
             JsString::from(END_SEED),
             self.log.len() as u64,

@@ -307,7 +307,7 @@ impl Store {
         drop(loaded);
         if let Some(keep) = window.filter(|_| restored.as_stored && self.name != "memory") {
             let source = Arc::new(window::StoredEvents::new(self, id));
-            session.set_window(source, keep)?;
+            session.set_window(source, keep);
         }
         return_freed_memory();
         let live = self.register(session, true)?;
@@ -364,9 +364,8 @@ impl Store {
         };
         // The closers and the end-seed marker are written before the
         // handle is returned, as in a full open.
-        let mut tail = Vec::new();
-        session
-            .events_after(stored, |e| tail.push(e.clone()))
+        let tail = session
+            .events_in(stored, session.events().len())
             .map_err(|e| e.prefixed("windowed open: "))?;
         if !tail.is_empty() {
             lock_backend(&self.backend).commit_repair(&streamed.header, None, &tail)?;

@@ -96,10 +96,7 @@ impl Session {
         }
         seed::validate_header(&child.header, child_id)?;
         child.admitted = AtomicUsize::new(len);
-        child.first_live_seq = len as u64;
-        if child.log.last().is_none_or(|e| e.ty != END_SEED) {
-            child.push_end_seed(now)?;
-        }
+        child.seal(now)?;
         Ok(child)
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{DeriveDelta, Session};
 use crate::engine::chunked::{self, Chunked};
 use crate::engine::derive::Message;
-use crate::engine::event::Event;
+use crate::engine::event::{events_to_json, Event};
 use crate::engine::request::RequestFolds;
 use crate::engine::window::View;
 use crate::error::{Error, Result};
@@ -103,25 +103,18 @@ impl Session {
         Ok(self.derive.messages())
     }
 
-    /// Call `f` on every event from index `from` on (evicted ones read
-    /// back).
-    pub fn events_after(&self, from: usize, f: impl FnMut(&Arc<Event>)) -> Result<()> {
-        self.view().visit_range(from, self.log.len(), f)
+    /// The events `from..to` (evicted ones read back).
+    pub fn events_in(&self, from: usize, to: usize) -> Result<Vec<Arc<Event>>> {
+        let mut events = Vec::with_capacity(to.saturating_sub(from));
+        self.view()
+            .visit_range(from, to, |e| events.push(e.clone()))?;
+        Ok(events)
     }
 
     /// The events `from..to` as a JSON array (evicted ones read back).
     pub fn events_json(&self, from: usize, to: usize) -> Result<String> {
-        let mut out = String::from("[");
-        let mut first = true;
-        self.view().visit_range(from, to, |e| {
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            out.push_str(e.text());
-        })?;
-        out.push(']');
-        Ok(out)
+        let events = self.events_in(from, to)?;
+        Ok(events_to_json(events.iter().map(|e| &**e)))
     }
 
     pub(super) fn folds(&mut self) -> Result<&RequestFolds> {

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::Session;
-use crate::engine::event::{Event, END_SEED, TURN_END, TURN_START};
+use crate::engine::event::{Event, TURN_END, TURN_START};
 use crate::engine::repair;
 use crate::engine::seed::{self, SeedMode};
 use crate::engine::surface::Markers;
-use crate::engine::window::{EventSource, Window};
+use crate::engine::window::EventSource;
 use crate::error::Result;
 use crate::json::Value;
 
@@ -49,7 +49,7 @@ impl Restoring {
     /// Keep only about the last `keep` events resident as events arrive
     /// (see [`Session::set_window`]).
     pub fn set_window(&mut self, source: Arc<dyn EventSource>, keep: usize) {
-        self.session.window = Some(Window { source, keep });
+        self.session.set_window(source, keep);
     }
 
     /// The next stored event: admitted by the seed rules (restore mode)
@@ -83,10 +83,7 @@ impl Restoring {
             self.push(c.clone())?;
         }
         let mut s = self.session;
-        s.first_live_seq = s.log.len() as u64;
-        if s.log.last().is_none_or(|e| e.ty != END_SEED) {
-            s.push_end_seed(now)?;
-        }
+        s.seal(now)?;
         Ok((s, closers))
     }
 }

@@ -9,7 +9,6 @@ use crate::engine::derive::DeriveCache;
 use crate::engine::request::RequestFolds;
 use crate::engine::surface::Surface;
 use crate::engine::window::{EventSource, Window};
-use crate::error::Result;
 
 /// The state a windowed session goes back to when a commit is undone
 /// ([`Session::checkpoint`]).
@@ -24,13 +23,11 @@ pub struct Checkpoint {
 impl Session {
     /// Make this session windowed: from now on only the last `keep` events
     /// (rounded up to whole chunks of the log) stay resident, and calls
-    /// that need older events read them back from `source`. The request
-    /// folds are brought up to date first, while every event is at hand.
-    pub fn set_window(&mut self, source: Arc<dyn EventSource>, keep: usize) -> Result<()> {
-        self.folds()?;
+    /// that need older events read them back from `source`. (Eviction
+    /// folds the request header and context over what it evicts first.)
+    pub fn set_window(&mut self, source: Arc<dyn EventSource>, keep: usize) {
         self.window = Some(Window { source, keep });
         self.evict_old();
-        Ok(())
     }
 
     /// True for a windowed session ([`Session::set_window`]).
