@@ -4,6 +4,7 @@
 use std::sync::{Arc, Weak};
 
 use super::backend::Stored;
+use super::restore::fast_event;
 use super::writer::lock_backend;
 use super::Store;
 use crate::engine::window::EventSource;
@@ -32,20 +33,16 @@ impl StoredEvents {
     }
 }
 
-/// An engine event from a stored record read back.
+/// An engine event from a stored record read back: taken exactly as the
+/// open took it ([`fast_event`]; a windowed session's log passed it).
 fn event_of(stored: Stored) -> Result<Arc<Event>> {
-    let event = match stored {
-        Stored::Event(e) => e,
-        Stored::Canonical(text) => Event::from_canonical_text(text).map_err(|_| {
-            Error::new(
-                Status::Corrupt,
-                "window.reload-mismatch",
-                "an event read back from storage is not a stored event",
-            )
-        })?,
-        Stored::Value(v) => Event::from_envelope(v, "stored event")?,
-    };
-    Ok(Arc::new(event))
+    fast_event(stored).map_err(|_| {
+        Error::new(
+            Status::Corrupt,
+            "window.reload-mismatch",
+            "an event read back from storage is not one the open accepted",
+        )
+    })
 }
 
 impl EventSource for StoredEvents {
@@ -68,115 +65,4 @@ impl EventSource for StoredEvents {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::super::Store;
-
-    fn temp(tag: &str) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!("dsh-window-{tag}-{}", std::process::id()))
-    }
-
-    pub(super) fn fill(store: &Arc<Store>, id: &str, turns: usize) {
-        let s = store.create(Some(&format!(r#"{{"id":"{id}"}}"#))).unwrap();
-        for t in 1..=turns {
-            s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
-                .unwrap();
-            for i in 0..50 {
-                let chunk = format!(
-                    r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"x{i}"}}}}"#
-                );
-                s.append("assistant/chunk", &chunk, None).unwrap();
-            }
-            s.append(
-                "turn/end",
-                &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
-                None,
-            )
-            .unwrap();
-        }
-        s.close().unwrap();
-    }
-
-    #[test]
-    fn a_clean_jsonl_log_streams_and_a_torn_one_does_not() {
-        for compression in ["zstd", "none"] {
-            let dir = temp(compression);
-            let _ = std::fs::remove_dir_all(&dir);
-            let config = format!(
-                r#"{{"backend":"jsonl","path":{:?},"compression":"{compression}"}}"#,
-                dir.display().to_string()
-            );
-            let store = Store::open(Some(&config)).unwrap();
-            fill(&store, "w", 200);
-            let (live, closers) = store.open_streaming("w", 100).unwrap().expect("streamed");
-            assert!(closers.is_empty());
-            let (len, resident) = live
-                .with(|s| Ok((s.events().len(), s.resident_events())))
-                .unwrap();
-            assert_eq!(len, 200 * 52 + 1);
-            assert!(resident < 100 + crate::engine::chunked::CHUNK, "{resident}");
-            live.close().unwrap();
-            // A torn tail: the streaming read declines, the whole-log open
-            // repairs it.
-            let log = walk(&dir)
-                .into_iter()
-                .find(|p| p.is_file() && p.extension().is_some())
-                .unwrap();
-            let bytes = std::fs::read(&log).unwrap();
-            std::fs::write(&log, &bytes[..bytes.len() - 5]).unwrap();
-            assert!(store.open_streaming("w", 100).unwrap().is_none());
-            // (the cut hit the end-seed marker of the first open, which the
-            // second open writes anew)
-            let (live, _) = store.open_session_windowed("w", 100).unwrap();
-            let (len, windowed) = live
-                .with(|s| Ok((s.events().len(), s.is_windowed())))
-                .unwrap();
-            assert_eq!(len, 200 * 52 + 1);
-            assert!(windowed);
-            live.close().unwrap();
-            drop(store);
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-
-    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-        out
-    }
-}
-
-#[cfg(test)]
-mod sqlite_tests {
-    use super::super::Store;
-
-    #[test]
-    fn a_clean_sqlite_log_streams() {
-        let dir = std::env::temp_dir().join(format!("dsh-window-sqlite-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = format!(
-            r#"{{"backend":"sqlite","path":{:?}}}"#,
-            dir.join("s.db").display().to_string()
-        );
-        let store = Store::open(Some(&config)).unwrap();
-        super::tests::fill(&store, "w", 200);
-        let (live, _) = store.open_streaming("w", 100).unwrap().expect("streamed");
-        let (len, resident) = live
-            .with(|s| Ok((s.events().len(), s.resident_events())))
-            .unwrap();
-        assert_eq!(len, 200 * 52 + 1);
-        assert!(resident < 100 + crate::engine::chunked::CHUNK, "{resident}");
-        live.close().unwrap();
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

@@ -1,0 +1,112 @@
+//! Tests of the store side of windowed sessions: which opens stream.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::super::{LiveSession, Store};
+use crate::engine::chunked::CHUNK;
+use crate::json::Value;
+
+/// A store of `backend` kind under a fresh temp dir (`extra`: more
+/// config members).
+fn store(tag: &str, backend: &str, extra: &str) -> (PathBuf, Arc<Store>) {
+    let dir = std::env::temp_dir().join(format!("dsh-window-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = match backend {
+        "sqlite" => dir.join("s.db"),
+        _ => dir.clone(),
+    };
+    let config = format!(
+        r#"{{"backend":"{backend}","path":{}{extra}}}"#,
+        Value::str(path.to_str().unwrap()).to_json()
+    );
+    (dir, Store::open(Some(&config)).unwrap())
+}
+
+/// 200 closed turns of 52 events each under id `w`.
+fn fill(store: &Arc<Store>) {
+    let s = store.create(Some(r#"{"id":"w"}"#)).unwrap();
+    for t in 1..=200 {
+        s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
+            .unwrap();
+        for i in 0..50 {
+            let chunk = format!(
+                r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"x{i}"}}}}"#
+            );
+            s.append("assistant/chunk", &chunk, None).unwrap();
+        }
+        s.append(
+            "turn/end",
+            &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+            None,
+        )
+        .unwrap();
+    }
+    s.close().unwrap();
+}
+
+/// Open `w` by streaming with a window of 100 events: every event is
+/// there (plus the end-seed marker) and only the tail is resident.
+fn streamed(store: &Arc<Store>) -> Arc<LiveSession> {
+    let (live, closers) = store.open_streaming("w", 100).unwrap().expect("streamed");
+    assert!(closers.is_empty());
+    let (len, resident) = live
+        .with(|s| Ok((s.events().len(), s.resident_events())))
+        .unwrap();
+    assert_eq!(len, 200 * 52 + 1);
+    assert!(resident < 100 + CHUNK, "{resident}");
+    live
+}
+
+#[test]
+fn a_clean_jsonl_log_streams_and_a_torn_one_does_not() {
+    for compression in ["zstd", "none"] {
+        let extra = format!(r#","compression":"{compression}""#);
+        let (dir, store) = store(compression, "jsonl", &extra);
+        fill(&store);
+        streamed(&store).close().unwrap();
+        // A torn tail: the streaming read declines, the whole-log open
+        // repairs it.
+        let log = walk(&dir)
+            .into_iter()
+            .find(|p| p.is_file() && p.extension().is_some())
+            .unwrap();
+        let bytes = std::fs::read(&log).unwrap();
+        std::fs::write(&log, &bytes[..bytes.len() - 5]).unwrap();
+        assert!(store.open_streaming("w", 100).unwrap().is_none());
+        // (the cut hit the end-seed marker of the first open, which the
+        // second open writes anew)
+        let (live, _) = store.open_session_windowed("w", 100).unwrap();
+        let (len, windowed) = live
+            .with(|s| Ok((s.events().len(), s.is_windowed())))
+            .unwrap();
+        assert_eq!(len, 200 * 52 + 1);
+        assert!(windowed);
+        live.close().unwrap();
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn a_clean_sqlite_log_streams() {
+    let (dir, store) = store("sqlite", "sqlite", "");
+    fill(&store);
+    streamed(&store).close().unwrap();
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
