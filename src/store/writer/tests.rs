@@ -172,11 +172,15 @@ fn limited(events: usize, bytes: usize) -> (Writer, SharedBackend, Arc<AtomicBoo
     (w, backend, fail)
 }
 
+/// A backlog of 1000 events (about 30 KB of text).
+fn backlog() -> Vec<Arc<Event>> {
+    (0..1000).map(event).collect()
+}
+
 #[test]
 fn a_healthy_backlog_is_never_waited_for() {
     let (w, backend, _) = limited(100, usize::MAX);
-    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
-    w.enqueue("s", &batch).unwrap();
+    w.enqueue("s", &backlog()).unwrap();
     w.reserve().unwrap();
     assert_eq!(
         stored_len(&backend),
@@ -188,8 +192,7 @@ fn a_healthy_backlog_is_never_waited_for() {
 #[test]
 fn a_backlog_on_a_failing_disk_is_drained_or_refused() {
     let (w, backend, fail) = limited(100, usize::MAX);
-    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
-    w.enqueue("s", &batch).unwrap();
+    w.enqueue("s", &backlog()).unwrap();
     fail.store(true, Ordering::SeqCst);
     assert!(w.flush_all().is_err(), "the disk fails");
     assert!(
@@ -208,7 +211,7 @@ fn a_backlog_on_a_failing_disk_is_drained_or_refused() {
 #[test]
 fn memory_is_bounded_by_the_byte_mark() {
     let (w, backend, fail) = limited(usize::MAX, 10_000);
-    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
+    let batch = backlog();
     let bytes: usize = batch.iter().map(|e| e.text().len()).sum();
     assert!(bytes > 10_000);
     w.enqueue("s", &batch).unwrap();
@@ -225,8 +228,7 @@ fn memory_is_bounded_by_the_byte_mark() {
 #[test]
 fn above_the_byte_mark_a_working_disk_is_waited_for_one_round() {
     let (w, backend, _) = limited(usize::MAX, 10_000);
-    let batch: Vec<Arc<Event>> = (0..1000).map(event).collect();
-    w.enqueue("s", &batch).unwrap();
+    w.enqueue("s", &backlog()).unwrap();
     w.reserve().unwrap();
     assert_eq!(
         stored_len(&backend),
