@@ -226,19 +226,7 @@ public final class Store: @unchecked Sendable {
     /// - Throws: `DshError`: `.notFound`, `.conflict` (already open),
     ///   `.corrupt`, `.schemaMismatch`, `.io`, `.closed`.
     public func openSession(_ id: String) throws -> Session {
-        try checkText(id, "id")
-        var opened: OpaquePointer?
-        let data = try withHandle { store in
-            try id.withCString { cid in try ffiCall { dsh_session_open(store, cid, &opened, $0) } }
-        }
-        struct Opened: Decodable {
-            var header: SessionHeader
-            var repaired: [Event]
-        }
-        return try Session.adopt(opened, "dsh_session_open", store: self) {
-            let result = try decodeJSON(Opened.self, from: data)
-            return (result.header, result.repaired)
-        }
+        try open(id, "dsh_session_open") { dsh_session_open($0, $1, $2, $3) }
     }
 
     /// Opens a stored session like `openSession(_:)`, keeping only about the
@@ -250,21 +238,31 @@ public final class Store: @unchecked Sendable {
     /// - Throws: as `openSession(_:)`, plus `.invalidArgument` (`arg.window`)
     ///   for a negative window.
     public func openSessionWindowed(_ id: String, window: Int? = nil) throws -> Session {
-        try checkText(id, "id")
         let options = window.map { "{\"window\":\($0)}" }
+        return try withOptionalCString(options) { copts in
+            try open(id, "dsh_session_open_windowed") {
+                dsh_session_open_windowed($0, $1, copts, $2, $3)
+            }
+        }
+    }
+
+    /// One of the open calls (`call(store, id, &session, out)`): the
+    /// session and the closers repair appended, from `{"header","repaired"}`.
+    private func open(
+        _ id: String, _ function: String,
+        _ call: (OpaquePointer, UnsafePointer<CChar>, UnsafeMutablePointer<OpaquePointer?>,
+                 UnsafeMutablePointer<dsh_buf>) -> dsh_status
+    ) throws -> Session {
+        try checkText(id, "id")
         var opened: OpaquePointer?
         let data = try withHandle { store in
-            try id.withCString { cid in
-                try withOptionalCString(options) { copts in
-                    try ffiCall { dsh_session_open_windowed(store, cid, copts, &opened, $0) }
-                }
-            }
+            try id.withCString { cid in try ffiCall { call(store, cid, &opened, $0) } }
         }
         struct Opened: Decodable {
             var header: SessionHeader
             var repaired: [Event]
         }
-        return try Session.adopt(opened, "dsh_session_open_windowed", store: self) {
+        return try Session.adopt(opened, function, store: self) {
             let result = try decodeJSON(Opened.self, from: data)
             return (result.header, result.repaired)
         }
