@@ -9,7 +9,7 @@ use super::sqlite::SqliteBackend;
 use crate::engine::session::parse_input;
 use crate::engine::Markers;
 use crate::error::{Error, Result};
-use crate::json::{Object, Value};
+use crate::json::{JsString, Object, Value};
 
 /// Where a store keeps its sessions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +47,18 @@ pub const DEFAULT_BATCH_WINDOW_MS: u64 = 25;
 
 fn config_error(message: impl Into<String>) -> Error {
     Error::invalid_argument("config.invalid", message)
+}
+
+/// `arg.option-unknown` for the first key of `o` that `known` refuses
+/// (`what` names the options: "unknown fork option …").
+fn only_keys(o: &Object, what: &str, known: impl Fn(&JsString) -> bool) -> Result<()> {
+    match o.iter().find(|(k, _)| !known(k)) {
+        Some((k, _)) => Err(Error::invalid_argument(
+            "arg.option-unknown",
+            format!("unknown {what} option \"{}\"", k.to_string_lossy()),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn object_or_null(text: Option<&str>, what: &str) -> Result<Option<Object>> {
@@ -184,16 +196,9 @@ impl CreateOptions {
         let Some(mut o) = object_or_null(text, "session options")? else {
             return Ok(opts);
         };
-        for (k, _) in o.iter() {
-            let known =
-                k == "id" || k == "seed" || k == "legacy" || HEADER_FIELDS.iter().any(|f| k == *f);
-            if !known {
-                return Err(Error::invalid_argument(
-                    "arg.option-unknown",
-                    format!("unknown session option \"{}\"", k.to_string_lossy()),
-                ));
-            }
-        }
+        only_keys(&o, "session", |k| {
+            k == "id" || k == "seed" || k == "legacy" || HEADER_FIELDS.iter().any(|f| k == *f)
+        })?;
         opts.id = o.remove("id").map(|v| session_id(&v)).transpose()?;
         if let Some(seed) = o.remove("seed") {
             let seed = seed.into_array().map_err(|_| {
@@ -251,12 +256,7 @@ impl ForkOptions {
     pub fn parse(text: Option<&str>, boundary: i64) -> Result<ForkOptions> {
         let mut opts = ForkOptions::default();
         if let Some(mut o) = object_or_null(text, "fork options")? {
-            if let Some((k, _)) = o.iter().find(|(k, _)| *k != "id" && *k != "boundary") {
-                return Err(Error::invalid_argument(
-                    "arg.option-unknown",
-                    format!("unknown fork option \"{}\"", k.to_string_lossy()),
-                ));
-            }
+            only_keys(&o, "fork", |k| k == "id" || k == "boundary")?;
             opts.id = o.remove("id").map(|v| session_id(&v)).transpose()?;
             opts.boundary = o.remove("boundary");
         }
@@ -293,12 +293,7 @@ impl OpenOptions {
             window: DEFAULT_WINDOW,
         };
         if let Some(o) = object_or_null(text, "open options")? {
-            if let Some((k, _)) = o.iter().find(|(k, _)| *k != "window") {
-                return Err(Error::invalid_argument(
-                    "arg.option-unknown",
-                    format!("unknown open option \"{}\"", k.to_string_lossy()),
-                ));
-            }
+            only_keys(&o, "open", |k| k == "window")?;
             if let Some(v) = o.get("window") {
                 let n = v.as_safe_u64().ok_or_else(|| {
                     Error::invalid_argument(
