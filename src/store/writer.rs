@@ -188,6 +188,9 @@ struct State {
     paused: bool,
     stop: bool,
     busy: bool,
+    /// Threads waiting on [`Shared::done`]: a notify without one would
+    /// still cost a system call on every synchronous write.
+    done_waiters: usize,
 }
 
 impl State {
@@ -233,6 +236,21 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Wait on `done`, counted in [`State::done_waiters`].
+    fn wait_done<'a>(&self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        st.done_waiters += 1;
+        let mut st = self.done.wait(st).unwrap_or_else(|p| p.into_inner());
+        st.done_waiters -= 1;
+        st
+    }
+
+    /// Wake the waiters of `done`, if any (called with the state locked).
+    fn notify_done(&self, st: &State) {
+        if st.done_waiters > 0 {
+            self.done.notify_all();
+        }
+    }
 }
 
 /// The write-behind queue of one store.
@@ -264,6 +282,7 @@ impl Writer {
                 paused: false,
                 stop: false,
                 busy: false,
+                done_waiters: 0,
             }),
             limits,
             wake: Condvar::new(),
@@ -335,7 +354,7 @@ impl Writer {
             // writer's next (bounded) round, not for the whole backlog.
             st.urgent = true;
             self.shared.wake.notify_all();
-            st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.shared.wait_done(st);
         }
     }
 
@@ -383,7 +402,7 @@ impl Writer {
     fn write_now(&self, id: &str, events: Batch<'_>) -> Result<()> {
         let mut st = self.shared.lock();
         while st.busy {
-            st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.shared.wait_done(st);
         }
         let p = st.session(id);
         let (Some(header), materialized, next_seq) = (p.header.clone(), p.materialized, p.next_seq)
@@ -417,7 +436,7 @@ impl Writer {
             p.enqueued += events.len() as u64;
             p.durable += events.len() as u64;
         }
-        self.shared.done.notify_all();
+        self.shared.notify_done(&st);
         result
     }
 
@@ -443,7 +462,7 @@ impl Writer {
             // No background thread: write on the caller's thread.
             let mut st = self.shared.lock();
             while st.busy {
-                st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = self.shared.wait_done(st);
             }
             return write_round(&self.shared, st, only, None);
         }
@@ -481,7 +500,7 @@ impl Writer {
             st.urgent = true;
             st.paused = false;
             self.shared.wake.notify_all();
-            st = self.shared.done.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.shared.wait_done(st);
         }
     }
 }
@@ -607,7 +626,7 @@ fn write_round(
             }
         }
     }
-    shared.done.notify_all();
+    shared.notify_done(&st);
     drop(st);
     // Releasing the written events touches every one of them: not under
     // the lock appends take.
@@ -642,7 +661,7 @@ fn run(shared: &Shared) {
             // Reported to whoever flushes; wait for new work or a flush.
             st.urgent = false;
             st.deadline = None;
-            shared.done.notify_all();
+            shared.notify_done(&st);
         }
         st = match st.deadline {
             Some(d) if !st.paused => {
