@@ -2,7 +2,6 @@
 //! column validation, the append tail check, repair, and a throughput probe.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::tests::{delta, header, open, plain, raw, values, TempDir};
 use super::*;
@@ -296,68 +295,6 @@ fn repair_closers_are_scalar_rows() {
     assert_eq!(
         (err.status, err.rule),
         (Status::Corrupt, "sqlite.metadata-missing")
-    );
-}
-
-/// A streaming-shaped log: every 50 deltas a message and a tool call.
-fn streaming(n: u64) -> Vec<Arc<Event>> {
-    (0..n)
-        .map(|s| match s % 52 {
-            50 => plain(
-                s,
-                "assistant/message",
-                r#"{"message":{"role":"assistant","content":"done"}}"#,
-                "",
-            ),
-            51 => plain(
-                s,
-                "tool/call",
-                r#"{"id":"call_1","name":"ls","args":{}}"#,
-                "",
-            ),
-            _ => delta(s, 1_700_000_000_000 + s as i64, "text", "tok"),
-        })
-        .collect()
-}
-
-/// Rough throughput; run with
-/// `cargo test --release --lib store::sqlite::tests_damage::throughput -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn throughput() {
-    let dir = TempDir::new("bench");
-    let mut b = open(&dir.db());
-    let events = streaming(100_000);
-    let t = Instant::now();
-    b.append(&header("one"), &events, true).unwrap();
-    let one = t.elapsed();
-    let t = Instant::now();
-    for (i, batch) in events.chunks(1000).enumerate() {
-        b.append(&header("batched"), batch, i == 0).unwrap();
-    }
-    let batched = t.elapsed();
-    let t = Instant::now();
-    for (i, e) in events[..2000].iter().enumerate() {
-        b.append(&header("single"), std::slice::from_ref(e), i == 0)
-            .unwrap();
-    }
-    let single = t.elapsed();
-    let t = Instant::now();
-    let loaded = b.load("one").unwrap().unwrap();
-    let load = t.elapsed();
-    assert_eq!(loaded.events.len(), 100_000);
-    let rate = |n: f64, d: std::time::Duration| n / d.as_secs_f64();
-    println!(
-        "sqlite: 1×100k append {:?} ({:.0} ev/s); 100×1k appends {:?} ({:.0} ev/s); \
-         2k single-event appends {:?} ({:.0} appends/s); load 100k {:?} ({:.0} ev/s)",
-        one,
-        rate(1e5, one),
-        batched,
-        rate(1e5, batched),
-        single,
-        rate(2e3, single),
-        load,
-        rate(1e5, load)
     );
 }
 
