@@ -14,6 +14,7 @@
 
 mod ahead;
 mod file;
+mod load;
 mod rows;
 mod schema;
 mod sessions;
@@ -21,6 +22,8 @@ mod sessions;
 mod tests;
 #[cfg(test)]
 mod tests_damage;
+#[cfg(test)]
+mod tests_load;
 #[cfg(test)]
 mod tests_schema;
 
@@ -344,12 +347,11 @@ impl Backend for SqliteBackend {
         let Some(session) = sessions::select(&tx, id.as_bytes())? else {
             return Ok(None);
         };
-        let stored = select_rows(&tx, id.as_bytes(), i64::MIN)?;
+        let scan = load::scan_session(&tx, id.as_bytes())?;
         let version = data_version(&tx)?;
         tx.commit().map_err(sql_err)?;
         // The pages read stay in SQLite's cache otherwise: hand them back.
         let _ = self.conn.execute_batch("PRAGMA shrink_memory");
-        let scan = rows::scan(&stored, 0)?;
         self.last_scan = Some(LastScan {
             id: id.as_bytes().to_vec(),
             data_version: version,
@@ -532,7 +534,7 @@ impl Backend for SqliteBackend {
         let (torn_from, next) = match last.filter(|l| l.id == id && l.data_version == version) {
             Some(l) => (l.torn_from, l.next),
             None => {
-                let scan = rows::scan(&select_rows(&tx, id, i64::MIN)?, 0)?;
+                let scan = load::scan_session(&tx, id)?;
                 (scan.torn_from, scan.events.len() as u64)
             }
         };

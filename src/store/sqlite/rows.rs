@@ -1,6 +1,6 @@
 //! Event rows (persistence.md §7.4, §7.7): column validation
 //! (`sqlite.row-event`), encoding a record into columns, decoding a row
-//! into events (`codec.*`, `row.*`), and the physical scan.
+//! into events (`codec.*`, `row.*`). The physical scan is `load.rs`.
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -310,7 +310,7 @@ pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
 
 /// [`decode`], appending the row's events to `out`; returns how many. On
 /// an error nothing is appended.
-fn decode_into(row: &RawRow, out: &mut Vec<Stored>) -> Result<usize> {
+pub(super) fn decode_into(row: &RawRow, out: &mut Vec<Stored>) -> Result<usize> {
     if row.is_packed() {
         let events = decode_packed(row)?;
         let n = events.len();
@@ -495,73 +495,7 @@ pub struct Scan {
     pub torn_from: Option<u64>,
 }
 
-fn is_turn_end(e: &Stored) -> bool {
+/// The stored event is a `turn/end`.
+pub(super) fn is_turn_end(e: &Stored) -> bool {
     e.is_type(TURN_END)
-}
-
-/// Decoded rows: every row's events in one vector, how many each row has
-/// (or its error), and the index of the last row holding a `turn/end`.
-type Decoded = (Vec<Stored>, Vec<Result<usize>>, Option<usize>);
-
-fn decode_rows(rows: &[RawRow]) -> Decoded {
-    let mut all = Vec::with_capacity(rows.len());
-    let mut decoded = Vec::with_capacity(rows.len());
-    let mut last_turn_end = None;
-    for (i, row) in rows.iter().enumerate() {
-        let from = all.len();
-        let d = decode_into(row, &mut all);
-        if d.is_ok() && all[from..].iter().any(is_turn_end) {
-            last_turn_end = Some(i);
-        }
-        decoded.push(d);
-    }
-    (all, decoded, last_turn_end)
-}
-
-/// `scanRows(rows, base)` (§7.7): rows in seq order; a bad row at or before
-/// the last row that decodes to a `turn/end` is `load.corrupt-committed-row`,
-/// a later one starts the torn tail.
-pub fn scan(rows: &[RawRow], base: u64) -> Result<Scan> {
-    // Every row's events go to one vector (no vector per row); a row
-    // keeps how many it has, or its error.
-    let (mut all, decoded, last_turn_end) = decode_rows(rows);
-    let mut taken = 0;
-    let mut expected = base;
-    for (i, (row, d)) in rows.iter().zip(decoded).enumerate() {
-        let cause = match d {
-            Ok(n) if row.seq == expected => {
-                expected += n as u64;
-                taken += n;
-                continue;
-            }
-            Ok(_) => None,
-            Err(e) => Some(e),
-        };
-        if last_turn_end.is_some_and(|last| i <= last) {
-            let prefix = format!(
-                "corrupt session log: invalid committed physical row at seq {}",
-                row.seq
-            );
-            return Err(match cause {
-                Some(e) => e.wrapped(
-                    Status::Corrupt,
-                    "load.corrupt-committed-row",
-                    &format!("{prefix}: "),
-                ),
-                None => corrupt(
-                    "load.corrupt-committed-row",
-                    format!("{prefix} (expected seq {expected})"),
-                ),
-            });
-        }
-        all.truncate(taken);
-        return Ok(Scan {
-            events: all,
-            torn_from: Some(row.seq),
-        });
-    }
-    Ok(Scan {
-        events: all,
-        torn_from: None,
-    })
 }

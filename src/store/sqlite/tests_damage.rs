@@ -1,5 +1,5 @@
 //! Damaged rows: the physical scan (torn tail vs committed corruption),
-//! column validation, the append tail check, repair, and a throughput probe.
+//! column validation, the append tail check and repair.
 
 use std::sync::Arc;
 

@@ -1,0 +1,110 @@
+//! The whole-log read of a long session, which decodes on two threads:
+//! it returns what was appended, in order, and damage far into the log is
+//! judged as in a short one (torn tail or committed corruption).
+
+use std::sync::Arc;
+
+use super::tests::{delta, header, open, plain, raw, values, TempDir};
+use super::*;
+
+/// Turns of `turn/start`, `user/message` (every 7th with data large enough
+/// to be compressed), `turn/end`; every 10th turn also holds a run of
+/// deltas (one packed row). `turns` turns, then `open_tail` events of an
+/// unfinished turn. Well past the rows where the second thread starts.
+fn long_log(turns: u64, open_tail: u64) -> Vec<Arc<Event>> {
+    let mut out: Vec<Arc<Event>> = Vec::new();
+    let big = "x".repeat(6000);
+    let next = |out: &Vec<Arc<Event>>| out.len() as u64;
+    for t in 0..turns {
+        let turn = format!(r#"{{"turn":{t}}}"#);
+        out.push(plain(next(&out), "turn/start", &turn, ""));
+        let text = if t % 7 == 0 { big.as_str() } else { "hi" };
+        let data = format!(r#"{{"m":{t},"text":"{text}"}}"#);
+        out.push(plain(next(&out), "user/message", &data, ""));
+        if t % 10 == 0 {
+            for _ in 0..5 {
+                let s = next(&out);
+                out.push(delta(s, 50 + s as i64, "text", "d"));
+            }
+        }
+        out.push(plain(next(&out), "turn/end", &turn, ""));
+    }
+    for i in 0..open_tail {
+        let data = format!(r#"{{"tail":{i}}}"#);
+        out.push(plain(next(&out), "user/message", &data, ""));
+    }
+    out
+}
+
+fn stored(tag: &str, events: &[Arc<Event>]) -> TempDir {
+    let dir = TempDir::new(tag);
+    open(&dir.db()).append(&header("s"), events, true).unwrap();
+    dir
+}
+
+#[test]
+fn a_long_log_reads_back_whole_and_in_order() {
+    let events = long_log(10_000, 0);
+    let dir = stored("long", &events);
+    let loaded = open(&dir.db()).load("s").unwrap().unwrap();
+    assert!(loaded.torn.is_none());
+    assert_eq!(loaded.events, values(&events));
+}
+
+#[test]
+fn damage_deep_before_the_last_turn_end_is_committed_corruption() {
+    let events = long_log(10_000, 0);
+    let dir = stored("long-committed", &events);
+    raw(&dir.db())
+        .execute_batch("UPDATE events SET source_event_seqs = X'80' WHERE seq = 25001")
+        .unwrap();
+    let err = open(&dir.db()).load("s").unwrap_err();
+    assert_eq!(
+        (err.status, err.rule, err.cause),
+        (
+            Status::Corrupt,
+            "load.corrupt-committed-row",
+            Some("codec.truncated")
+        )
+    );
+    assert!(err.message.contains("at seq 25001"), "{}", err.message);
+}
+
+#[test]
+fn a_gap_deep_before_the_last_turn_end_is_committed_corruption() {
+    let events = long_log(10_000, 0);
+    let dir = stored("long-gap", &events);
+    raw(&dir.db())
+        .execute_batch("DELETE FROM events WHERE seq = 20000")
+        .unwrap();
+    let err = open(&dir.db()).load("s").unwrap_err();
+    assert_eq!(err.rule, "load.corrupt-committed-row");
+    assert!(
+        err.message.contains("at seq 20001 (expected seq 20000)"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn damage_in_a_long_open_turn_is_a_torn_tail() {
+    let events = long_log(5_000, 12_000);
+    let n = events.len() as u64;
+    let torn_at = n - 3_000;
+    let dir = stored("long-torn", &events);
+    raw(&dir.db())
+        .execute_batch(&format!(
+            "UPDATE events SET data = '{{' WHERE seq = {torn_at}"
+        ))
+        .unwrap();
+    let loaded = open(&dir.db()).load("s").unwrap().unwrap();
+    assert_eq!(loaded.events.len() as u64, torn_at);
+    assert_eq!(loaded.events, values(&events[..torn_at as usize]));
+    assert_eq!(
+        loaded.torn,
+        Some(Torn {
+            marker: torn_at,
+            recovered: 0
+        })
+    );
+}
