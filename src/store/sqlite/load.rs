@@ -20,8 +20,8 @@ use crate::store::backend::Stored;
 
 /// Rows per batch.
 const BATCH: usize = 256;
-/// A second thread starts once this many rows were decoded here: below
-/// it, starting the thread and its heap cost more than they save.
+/// A second thread starts once this many rows were decoded one by one:
+/// below it, starting the thread and its heap cost more than they save.
 const PARALLEL_FROM: usize = 8192;
 /// Batches the reading thread lets wait before it decodes one itself.
 const MAX_WAITING: usize = 2;
@@ -36,23 +36,32 @@ struct Decoded {
     last_turn_end: Option<usize>,
 }
 
-fn decode(batch: Vec<RawRow>) -> Decoded {
-    let mut events = Vec::with_capacity(batch.len());
-    let mut rows = Vec::with_capacity(batch.len());
-    let mut last_turn_end = None;
-    for (i, row) in batch.iter().enumerate() {
-        let from = events.len();
-        let d = rows::decode_into(row, &mut events);
-        if d.is_ok() && events[from..].iter().any(rows::is_turn_end) {
-            last_turn_end = Some(i);
+impl Decoded {
+    fn with_capacity(rows: usize) -> Decoded {
+        Decoded {
+            rows: Vec::with_capacity(rows),
+            events: Vec::with_capacity(rows),
+            last_turn_end: None,
         }
-        rows.push((row.seq, d));
     }
-    Decoded {
-        rows,
-        events,
-        last_turn_end,
+
+    /// Decode `row` and add it.
+    fn push(&mut self, row: &RawRow) {
+        let from = self.events.len();
+        let d = rows::decode_into(row, &mut self.events);
+        if d.is_ok() && self.events[from..].iter().any(rows::is_turn_end) {
+            self.last_turn_end = Some(self.rows.len());
+        }
+        self.rows.push((row.seq, d));
     }
+}
+
+fn decode(batch: Vec<RawRow>) -> Decoded {
+    let mut d = Decoded::with_capacity(batch.len());
+    for row in &batch {
+        d.push(row);
+    }
+    d
 }
 
 /// `scanRows` over every row of session `id` (`conn` inside a transaction).
@@ -64,34 +73,27 @@ pub fn scan_session(conn: &Connection, id: &[u8]) -> Result<Scan> {
         ))
         .map_err(sql_err)?;
     let mut q = stmt.query([Wtf8(id)]).map_err(sql_err)?;
-    let mut next_batch = || -> Result<Vec<RawRow>> {
-        let mut batch = Vec::with_capacity(BATCH);
-        while batch.len() < BATCH {
-            match q.next().map_err(sql_err)? {
-                Some(row) => batch.push(RawRow::from_row(row)?),
-                None => break,
-            }
-        }
-        Ok(batch)
+    let mut next = || -> Result<Option<RawRow>> {
+        q.next().map_err(sql_err)?.map(RawRow::from_row).transpose()
     };
-    settle(decode_all(&mut next_batch)?, 0)
+    settle(decode_all(&mut next)?, 0)
 }
 
-/// Every batch `next` yields (until an empty one), decoded, in order.
-fn decode_all(next: &mut dyn FnMut() -> Result<Vec<RawRow>>) -> Result<Vec<Decoded>> {
-    let mut done = Vec::new();
-    while done.len() * BATCH < PARALLEL_FROM {
-        let batch = next()?;
-        if batch.is_empty() {
-            return Ok(done);
+/// Every row `next` yields, decoded, in batches in order.
+fn decode_all(next: &mut dyn FnMut() -> Result<Option<RawRow>>) -> Result<Vec<Decoded>> {
+    // Each row is decoded as soon as it is read, so the next row reuses
+    // its memory: a short log ends here.
+    let mut first = Decoded::with_capacity(0);
+    while first.rows.len() < PARALLEL_FROM {
+        match next()? {
+            Some(row) => first.push(&row),
+            None => return Ok(vec![first]),
         }
-        done.push(decode(batch));
     }
     let queue = Queue::default();
-    let first = done.len();
     let read = std::thread::scope(|s| {
         let worker = s.spawn(|| while queue.decode_one(true) {});
-        let read = queue.feed(first, next);
+        let read = queue.feed(next);
         queue.close();
         while queue.decode_one(false) {}
         if let Err(panic) = worker.join() {
@@ -102,6 +104,7 @@ fn decode_all(next: &mut dyn FnMut() -> Result<Vec<RawRow>>) -> Result<Vec<Decod
     read?;
     let mut rest = std::mem::take(&mut queue.lock().done);
     rest.sort_unstable_by_key(|(i, _)| *i);
+    let mut done = vec![first];
     done.extend(rest.into_iter().map(|(_, d)| d));
     Ok(done)
 }
@@ -128,11 +131,17 @@ impl Queue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Read batches (numbered from `first`) into the queue until `next`
-    /// yields an empty one, decoding the oldest whenever too many wait.
-    fn feed(&self, first: usize, next: &mut dyn FnMut() -> Result<Vec<RawRow>>) -> Result<()> {
-        for index in first.. {
-            let batch = next()?;
+    /// Read rows in batches into the queue until `next` has no more,
+    /// decoding the oldest batch whenever too many wait.
+    fn feed(&self, next: &mut dyn FnMut() -> Result<Option<RawRow>>) -> Result<()> {
+        for index in 0.. {
+            let mut batch = Vec::with_capacity(BATCH);
+            while batch.len() < BATCH {
+                match next()? {
+                    Some(row) => batch.push(row),
+                    None => break,
+                }
+            }
             if batch.is_empty() {
                 return Ok(());
             }
