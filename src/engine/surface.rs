@@ -141,22 +141,28 @@ impl Surface {
             ));
         }
         let seq = expected;
-        let type_name =
-            c.ty.map_or_else(|| "(none)".to_string(), |t| t.to_string_lossy());
+        // Only an error message names the type.
+        let type_name = || {
+            c.ty.map_or_else(|| "(none)".to_string(), |t| t.to_string_lossy())
+        };
         let eligible = c.ty.is_some_and(is_surface_type);
         if !eligible {
             if c.op.is_some() {
                 return Err(Error::rejected(
                     "surface.op-on-non-surface",
                     format!(
-                        "event \"{type_name}\" is not surface-eligible and may not carry surfaceOp"
+                        "event \"{}\" is not surface-eligible and may not carry surfaceOp",
+                        type_name()
                     ),
                 ));
             }
             if c.sources.is_some() {
                 return Err(Error::rejected(
                     "surface.sources-on-non-surface",
-                    format!("event \"{type_name}\" is not surface-eligible and may not carry sourceEventSeqs"),
+                    format!(
+                        "event \"{}\" is not surface-eligible and may not carry sourceEventSeqs",
+                        type_name()
+                    ),
                 ));
             }
             return Ok(Plan::Noop);
@@ -166,20 +172,23 @@ impl Surface {
             None => {
                 return Err(Error::rejected(
                     "surface.op-missing",
-                    format!("event \"{type_name}\" is surface-eligible and needs a surfaceOp"),
+                    format!(
+                        "event \"{}\" is surface-eligible and needs a surfaceOp",
+                        type_name()
+                    ),
                 ))
             }
             Some(Value::String(s)) if s == "append" => None,
             Some(Value::Object(o)) => Some(replace_shape(o).ok_or_else(|| {
                 Error::rejected(
                     "surface.replace-shape",
-                    format!("event \"{type_name}\" has an invalid replace surfaceOp"),
+                    format!("event \"{}\" has an invalid replace surfaceOp", type_name()),
                 )
             })?),
             Some(_) => {
                 return Err(Error::rejected(
                     "surface.op-invalid",
-                    format!("event \"{type_name}\" has an invalid surfaceOp"),
+                    format!("event \"{}\" has an invalid surfaceOp", type_name()),
                 ))
             }
         };
@@ -276,7 +285,8 @@ fn replace_shape(o: &Object) -> Option<(u64, u64)> {
 
 /// surface.md §3.1.
 fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()> {
-    let type_name = c.ty.map_or_else(String::new, |t| t.to_string_lossy());
+    // Only an error message names the type.
+    let type_name = || c.ty.map_or_else(String::new, |t| t.to_string_lossy());
     let mut cited: Vec<u64> = Vec::new();
     if let Some(raw) = c.sources {
         let arr = raw.as_array().ok_or_else(|| {
@@ -288,7 +298,7 @@ fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()>
         if arr.is_empty() && c.ty.is_none_or(|t| t != ASSISTANT_MESSAGE) {
             return Err(Error::rejected(
                 "surface.sources-empty",
-                format!("sourceEventSeqs on event \"{type_name}\" at seq {seq} may be empty only on assistant/message"),
+                format!("sourceEventSeqs on event \"{}\" at seq {seq} may be empty only on assistant/message", type_name()),
             ));
         }
         cited.reserve(arr.len());
@@ -298,7 +308,10 @@ fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()>
                 None => {
                     return Err(Error::rejected(
                         "surface.source-not-seq",
-                        format!("event \"{type_name}\" sourceEventSeqs must hold non-negative safe integers"),
+                        format!(
+                            "event \"{}\" sourceEventSeqs must hold non-negative safe integers",
+                            type_name()
+                        ),
                     ))
                 }
             }
