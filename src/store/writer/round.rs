@@ -1,0 +1,153 @@
+//! The writer's rounds: taking each session's pending batch (at most
+//! [`ROUND_BYTES`] of text in the background), writing it outside the
+//! queue lock and recording the result; and the background thread's loop
+//! that runs a round once a batch window has passed or a flush asks.
+
+use std::sync::{Arc, MutexGuard};
+use std::time::Instant;
+
+use super::{check_continues, lock_backend, text_bytes, Shared, State};
+use crate::engine::session::Log;
+use crate::engine::Event;
+use crate::error::Result;
+use crate::json::Value;
+
+/// One session's batch taken from the queue.
+struct Job {
+    id: String,
+    header: Arc<Value>,
+    materialized: bool,
+    next_seq: u64,
+    seed: Option<Log>,
+    events: Vec<Arc<Event>>,
+}
+
+/// Write every pending batch (of `only`, or of all sessions) once.
+/// Text bytes one background round takes from a session's queue, so a
+/// long backlog is written in steps an append held back can wait for.
+pub const ROUND_BYTES: usize = 16 << 20;
+
+pub(super) fn write_round(
+    shared: &Shared,
+    mut st: MutexGuard<'_, State>,
+    only: Option<&str>,
+    budget: Option<usize>,
+) -> Result<()> {
+    let mut jobs = Vec::new();
+    for (id, p) in st.sessions.iter_mut() {
+        if p.is_empty() || only.is_some_and(|o| o != id) {
+            continue;
+        }
+        let Some(header) = p.header.clone() else {
+            continue;
+        };
+        let (seed, events) = p.take(budget);
+        jobs.push(Job {
+            id: id.clone(),
+            header,
+            materialized: p.materialized,
+            next_seq: p.next_seq,
+            seed,
+            events,
+        });
+    }
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    st.busy = true;
+    drop(st);
+    // Outside the queue lock: each batch becomes one slice, then is written.
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in &mut jobs {
+        if let Some(seed) = job.seed.take() {
+            let mut all = seed.to_vec();
+            all.append(&mut job.events);
+            job.events = all;
+        }
+    }
+    {
+        let mut backend = lock_backend(&shared.backend);
+        for job in jobs {
+            let r = check_continues(&job.id, job.next_seq, &job.events)
+                .and_then(|()| backend.append(&job.header, &job.events, !job.materialized));
+            results.push((job.id, job.events, r));
+        }
+    }
+    let mut written = Vec::with_capacity(results.len());
+    let mut st = shared.lock();
+    st.busy = false;
+    let mut first_error = None;
+    for (id, events, r) in results {
+        let n = events.len();
+        let p = st.session(&id);
+        match r {
+            Ok(()) => {
+                p.materialized = true;
+                p.next_seq += n as u64;
+                p.durable += n as u64;
+                p.failure = None;
+                st.pending = st.pending.saturating_sub(n);
+                st.pending_bytes = st.pending_bytes.saturating_sub(text_bytes(&events));
+                st.failing = false;
+                written.push(events);
+            }
+            Err(e) => {
+                p.put_back(events);
+                p.failure = Some(e.clone());
+                p.failures += 1;
+                st.paused = true;
+                st.failing = true;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    shared.notify_done(&st);
+    drop(st);
+    // Releasing the written events touches every one of them: not under
+    // the lock appends take.
+    drop(written);
+    first_error.map_or(Ok(()), Err)
+}
+
+pub(super) fn run(shared: &Shared) {
+    let mut st = shared.lock();
+    loop {
+        if st.stop {
+            return;
+        }
+        let due = st.urgent || st.deadline.is_some_and(|d| Instant::now() >= d);
+        if due && !st.paused {
+            st.urgent = false;
+            st.deadline = None;
+            let took_all = !st.sessions.values().any(|p| p.queued_bytes() > ROUND_BYTES);
+            let _ = write_round(shared, st, None, Some(ROUND_BYTES));
+            st = shared.lock();
+            if st.sessions.values().any(|p| !p.is_empty()) && !st.paused {
+                if !took_all {
+                    // A backlog left by a bounded round: its window is over.
+                    st.deadline = Some(Instant::now());
+                } else if st.deadline.is_none() {
+                    st.deadline = Some(Instant::now() + shared.window);
+                }
+            }
+            continue;
+        }
+        if due && st.paused {
+            // Reported to whoever flushes; wait for new work or a flush.
+            st.urgent = false;
+            st.deadline = None;
+            shared.notify_done(&st);
+        }
+        st = match st.deadline {
+            Some(d) if !st.paused => {
+                let timeout = d.saturating_duration_since(Instant::now());
+                shared
+                    .wake
+                    .wait_timeout(st, timeout)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+            _ => shared.wake.wait(st).unwrap_or_else(|p| p.into_inner()),
+        };
+    }
+}
