@@ -219,3 +219,65 @@ fn open_gives_the_same_events_for_canonical_and_non_canonical_lines() {
     assert_eq!(a[..n], canonical[..]);
     assert!(a[n].contains("session/end-seed") && b[n].contains("session/end-seed"));
 }
+
+/// The same batch as canonical text (read in place) and with whitespace
+/// (parsed to values) appends the same events, or fails with the same
+/// error at the same index and changes nothing.
+#[test]
+fn a_batch_appends_the_same_whether_its_text_is_canonical_or_not() {
+    let u = user(1);
+    let items = [
+        // Non-ASCII and escapes in data; intent absent, null, append,
+        // replace with sources; an extra item key; a type with an escape.
+        r#"{"type":"plugin/é","data":{"t":"a\"b\\c\n","n":[1.5,-2,1e+21]}}"#.to_string(),
+        format!(r#"{{"type":"user/message","data":{u},"intent":{{"surfaceOp":"append"}}}}"#),
+        r#"{"type":"plugin/x","data":null,"intent":null,"extra":[1]}"#.to_string(),
+        format!(
+            r#"{{"data":{u},"type":"user/message","intent":{{"surfaceOp":{{"op":"replace","start":2,"end":2}},"sourceEventSeqs":[2]}}}}"#
+        ),
+        r#"{"type":"plugin/\u0001","data":{}}"#.to_string(),
+    ];
+    let spaced = |t: &str| t.replace(":", " : ").replace(",\"", " , \"");
+    let run = |batch: &str| {
+        let mut s = session("batch");
+        s.append("plugin/first", "{}", None, 1).unwrap();
+        let r = s.append_batch(batch, 2);
+        let texts: Vec<String> = s.events().iter().map(|e| e.text().to_string()).collect();
+        (
+            r.map(|v| v.len()).map_err(|e| (e.rule, e.message, e.index)),
+            texts,
+        )
+    };
+    let all = format!("[{}]", items.join(","));
+    assert!(json::canon::is_canonical(&all));
+    let (fast, fast_texts) = run(&all);
+    let (slow, slow_texts) = run(&spaced(&all));
+    assert!(!json::canon::is_canonical(&spaced(&all)));
+    assert_eq!(fast, Ok(items.len()));
+    assert_eq!((fast, fast_texts), (slow, slow_texts));
+
+    // Failing items: the error, its index and the untouched log agree.
+    for bad in [
+        "1",
+        r#"{"data":{}}"#,
+        r#"{"type":7,"data":{}}"#,
+        r#"{"type":"plugin/x"}"#,
+        r#"{"type":"plugin/x","data":{},"intent":[1]}"#,
+        r#"{"type":"user/message","data":{}}"#,
+        r#"{"type":"request/header-delta","data":{}}"#,
+        r#"{"type":"user/message","data":{},"intent":{"surfaceOp":{"op":"replace","start":9,"end":9}}}"#,
+    ] {
+        let batch = format!("[{},{bad}]", items[0]);
+        assert!(json::canon::is_canonical(&batch), "{batch}");
+        let (fast, fast_texts) = run(&batch);
+        let (slow, slow_texts) = run(&spaced(&batch));
+        let err = fast.clone().unwrap_err();
+        assert_eq!(err.2, Some(1), "{bad}: {err:?}");
+        assert_eq!(fast_texts.len(), 1, "{bad}: nothing of the batch stays");
+        assert_eq!((fast, fast_texts), (slow, slow_texts), "{bad}");
+    }
+    for not_array in ["{}", "1", "\"[]\""] {
+        assert_eq!(run(not_array).0, run(&format!(" {not_array} ")).0);
+        assert_eq!(run(not_array).0.unwrap_err().0, "arg.batch");
+    }
+}

@@ -41,9 +41,10 @@ impl<'a> Data<'a> {
     }
 }
 
-/// The `data` text of one append as the caller hands it over: checked to
-/// be canonical JSON already (by [`DataText::canonical`], which also
-/// proves it UTF-8, in one pass over bytes), or text still to be checked.
+/// JSON text of one append's `data` (or of a batch) as the caller hands it
+/// over: checked to be canonical JSON already (by [`DataText::canonical`],
+/// which also proves it UTF-8, in one pass over bytes), or text still to
+/// be checked.
 #[derive(Debug, Clone, Copy)]
 pub struct DataText<'a> {
     text: &'a str,
@@ -62,6 +63,11 @@ impl<'a> DataText<'a> {
     /// The text.
     pub fn as_str(&self) -> &'a str {
         self.text
+    }
+
+    /// Whether the text was checked to be canonical JSON.
+    pub fn is_canonical(&self) -> bool {
+        self.canonical
     }
 }
 

@@ -117,6 +117,7 @@ fn plan_event(
     surface.plan(&c, expected, markers, log)
 }
 
+mod batch;
 mod fork;
 mod reads;
 mod restoring;
@@ -367,57 +368,6 @@ impl Session {
     /// The event `append` would commit now; nothing changes.
     pub fn validate(&self, ty: &str, data: &str, intent: Option<&str>, now: i64) -> Result<Event> {
         Ok(self.prepare_text(ty, data.into(), intent, now)?.0)
-    }
-
-    /// All-or-nothing append of `[{"type","data","intent"?}, ...]`; each item
-    /// is checked against the state after the ones before it.
-    pub fn append_batch(&mut self, batch: &str, now: i64) -> Result<Vec<Arc<Event>>> {
-        let items = parse_input(batch, "batch")?
-            .into_array()
-            .map_err(|_| Error::invalid_argument("arg.batch", "batch must be a JSON array"))?;
-        let mark = self.log.len();
-        let saved = self.surface.clone();
-        let saved_folds = self.folds.clone();
-        let mut out = Vec::with_capacity(items.len());
-        for (i, item) in items.into_iter().enumerate() {
-            match self.batch_item(item, now) {
-                Ok(e) => out.push(e),
-                Err(err) => {
-                    self.log.truncate(mark);
-                    self.surface = saved;
-                    self.folds = saved_folds;
-                    self.forget_admitted(mark);
-                    return Err(err.at_index(i));
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    fn batch_item(&mut self, item: Value, now: i64) -> Result<Arc<Event>> {
-        let Ok(mut o) = item.into_object() else {
-            return Err(Error::invalid_argument(
-                "arg.batch-item",
-                "batch item must be an object",
-            ));
-        };
-        let ty = o
-            .remove("type")
-            .and_then(|t| t.as_str().map(str::to_string));
-        let Some(ty) = ty else {
-            return Err(Error::invalid_argument(
-                "arg.batch-item",
-                "batch item needs a \"type\" string",
-            ));
-        };
-        let Some(data) = o.remove("data") else {
-            return Err(Error::invalid_argument(
-                "arg.batch-item",
-                "batch item needs \"data\"",
-            ));
-        };
-        let intent = o.remove("intent");
-        self.append_value(&ty, data, intent, now)
     }
 
     /// The session id.

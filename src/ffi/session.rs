@@ -235,8 +235,13 @@ pub unsafe extern "C" fn dsh_session_append_batch(
     guard(out, || {
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
-        let batch = unsafe { arg_str(batch_json, "batch_json")? };
-        let events = s.append_batch(batch)?;
+        let bytes = unsafe { arg_bytes(batch_json, "batch_json")? };
+        // Canonical text is proven UTF-8 by the same pass that checks it.
+        let batch = match DataText::canonical(bytes) {
+            Some(b) => b,
+            None => utf8_arg(bytes, "batch_json")?.into(),
+        };
+        let events = s.append_batch_text(batch)?;
         Ok(events_to_json(events.iter().map(|e| &**e)))
     })
 }

@@ -173,7 +173,13 @@ impl LiveSession {
 
     /// All-or-nothing batch append.
     pub fn append_batch(&self, batch: &str) -> Result<Vec<Arc<Event>>> {
-        self.commit(|s, now| s.append_batch(batch, now))
+        self.append_batch_text(batch.into())
+    }
+
+    /// [`LiveSession::append_batch`] with the text possibly checked
+    /// canonical already.
+    pub fn append_batch_text(&self, batch: DataText<'_>) -> Result<Vec<Arc<Event>>> {
+        self.commit(|s, now| s.append_batch_text(batch, now))
     }
 
     /// The event `append` would commit now.
