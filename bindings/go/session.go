@@ -9,13 +9,12 @@ import "C"
 import (
 	"encoding/json"
 	"runtime"
-	"sync"
 )
 
 // Session is an open session (dsh_session). It is safe for concurrent use:
 // the library serializes calls on one session. Close it when done.
 type Session struct {
-	mu       sync.RWMutex // held for reading during calls, for writing by Close
+	gate     gate // entered by calls, shut by Close: p is not freed under a call
 	p        *C.dsh_session
 	header   Header
 	repaired []Event
@@ -41,17 +40,13 @@ func (s *Session) Header() Header { return s.header }
 // session was created or forked).
 func (s *Session) Repaired() []Event { return s.repaired }
 
-// do runs one C call on the session handle, holding the read lock so that
-// Close cannot free the handle underneath it.
+// do runs one C call on the session handle, inside the gate so that Close
+// cannot free the handle underneath it.
 func (s *Session) do(op string, f func(p *C.dsh_session, out *C.dsh_buf) C.dsh_status) ([]byte, error) {
-	if s == nil {
+	if s == nil || !s.gate.enter() {
 		return nil, closedError(op, "session")
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.p == nil {
-		return nil, closedError(op, "session")
-	}
+	defer s.gate.leave()
 	debugGC()
 	b, err := call(op, func(out *C.dsh_buf) C.dsh_status { return f(s.p, out) })
 	runtime.KeepAlive(s)
@@ -247,16 +242,12 @@ func (s *Session) Fork(boundary int64, childID string) (*Session, error) {
 
 // Close drains the session's pending writes and releases the handle
 // (dsh_session_close); the error reports a failed drain (the handle is
-// released anyway). Close waits for calls in flight on other goroutines.
-// It is idempotent: later calls return nil, and every other method then
+// released anyway). Close waits for calls in flight on other goroutines;
+// calls made once it has begun fail with ErrClosed. It is idempotent: later
+// calls (and one racing with it) return nil, and every other method then
 // fails with ErrClosed.
 func (s *Session) Close() error {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
+	if s == nil || !s.gate.shut() {
 		return nil
 	}
 	p := s.p
@@ -270,11 +261,8 @@ func (s *Session) Close() error {
 // finalize closes a session that was dropped without Close (a safety net:
 // the drain's error is lost).
 func (s *Session) finalize() {
-	s.mu.Lock()
-	p := s.p
-	s.p = nil
-	s.mu.Unlock()
-	if p != nil {
-		closeRaw(p)
+	if s.gate.shut() {
+		closeRaw(s.p)
+		s.p = nil
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -17,8 +16,8 @@ import (
 // Close it when done; closing the store and its sessions in any order is safe
 // (each open Session keeps the underlying store alive).
 type Store struct {
-	mu sync.RWMutex // held for reading during calls, for writing by Close
-	p  *C.dsh_store
+	gate gate // entered by calls, shut by Close: p is not freed under a call
+	p    *C.dsh_store
 }
 
 // OpenStore opens a store (dsh_store_open). A SQLite or JSONL path may be
@@ -46,17 +45,13 @@ func OpenStore(cfg Config) (*Store, error) {
 	return st, nil
 }
 
-// do runs one C call on the store handle, holding the read lock so that
-// Close cannot free the handle underneath it.
+// do runs one C call on the store handle, inside the gate so that Close
+// cannot free the handle underneath it.
 func (st *Store) do(op string, f func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status) ([]byte, error) {
-	if st == nil {
+	if st == nil || !st.gate.enter() {
 		return nil, closedError(op, "store")
 	}
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.p == nil {
-		return nil, closedError(op, "store")
-	}
+	defer st.gate.leave()
 	debugGC()
 	b, err := call(op, func(out *C.dsh_buf) C.dsh_status { return f(st.p, out) })
 	runtime.KeepAlive(st)
@@ -208,15 +203,12 @@ func (st *Store) withID(op, id string, f func(*C.dsh_store, *C.char, *C.dsh_buf)
 
 // Close drains every pending write of the store and releases the handle
 // (dsh_store_close); the error reports a failed drain (the handle is
-// released anyway). Sessions opened from the store stay usable. Close is
-// idempotent: later calls return nil.
+// released anyway). Sessions opened from the store stay usable. Close
+// waits for calls in flight on other goroutines; calls made once it has
+// begun fail with ErrClosed. Close is idempotent: later calls (and one
+// racing with it) return nil.
 func (st *Store) Close() error {
-	if st == nil {
-		return nil
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.p == nil {
+	if st == nil || !st.gate.shut() {
 		return nil
 	}
 	p := st.p
@@ -229,12 +221,9 @@ func (st *Store) Close() error {
 
 // finalize closes a store that was dropped without Close.
 func (st *Store) finalize() {
-	st.mu.Lock()
-	p := st.p
-	st.p = nil
-	st.mu.Unlock()
-	if p != nil {
-		C.dsh_store_close(p, nil)
+	if st.gate.shut() {
+		C.dsh_store_close(st.p, nil)
+		st.p = nil
 	}
 }
 
