@@ -10,6 +10,16 @@ package dshsession
 #if DSH_ABI_VERSION != 1
 #error "dshsession: this Go binding supports DSH_ABI_VERSION 1 only"
 #endif
+
+// The store observer callback, exported from Go in observer.go.
+extern void dshGoObserver(void *, char *, char *, char *);
+
+// Installs dshGoObserver with a cgo.Handle as user_data, or removes the
+// store's observer when handle is 0 (cgo never hands out handle 0).
+static dsh_status dsh_go_set_observer(dsh_store *store, uintptr_t handle, dsh_buf *out) {
+	return dsh_store_set_observer(store, handle ? (dsh_observer_fn)dshGoObserver : NULL,
+	                              (void *)handle, out);
+}
 */
 import "C"
 
@@ -56,6 +66,12 @@ func BuildInfo() (json.RawMessage, error) {
 
 // libStatusName returns dsh_status_name(s) (used to check Status.String).
 func libStatusName(s Status) string { return C.GoString(C.dsh_status_name(C.dsh_status(s))) }
+
+// setObserver installs the exported dshGoObserver on the store with the
+// cgo.Handle h as its user_data, or removes the observer when h is 0.
+func setObserver(p *C.dsh_store, h uintptr, out *C.dsh_buf) C.dsh_status {
+	return C.dsh_go_set_observer(p, C.uintptr_t(h), out)
+}
 
 // call runs one C call with a fresh dsh_buf, copies the buffer into Go
 // memory, frees it with dsh_buf_free whatever the status, and turns a

@@ -16,18 +16,24 @@ import (
 type Session struct {
 	gate     gate // entered by calls, shut by Close: p is not freed under a call
 	p        *C.dsh_session
+	obs      *observers // its store's
 	header   Header
 	repaired []Event
 }
 
-func newSession(p *C.dsh_session, h Header, repaired []Event) *Session {
-	s := &Session{p: p, header: h, repaired: repaired}
+// newSession wraps a handle counted open in obs (observers.opened).
+func newSession(p *C.dsh_session, h Header, repaired []Event, obs *observers) *Session {
+	s := &Session{p: p, obs: obs, header: h, repaired: repaired}
 	runtime.SetFinalizer(s, (*Session).finalize)
 	return s
 }
 
-// closeRaw releases a handle that never got wrapped in a Session.
-func closeRaw(p *C.dsh_session) { C.dsh_session_close(p, nil) }
+// closeRaw releases a session handle counted open in obs, for a handle that
+// never got wrapped in a Session and for the finalizer.
+func closeRaw(p *C.dsh_session, obs *observers) {
+	C.dsh_session_close(p, nil)
+	obs.release()
+}
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.header.ID }
@@ -227,17 +233,17 @@ func (s *Session) Fork(boundary int64, childID string) (*Session, error) {
 	defer freeAll(args)
 	var cp *C.dsh_session
 	b, err := s.do(op, func(p *C.dsh_session, out *C.dsh_buf) C.dsh_status {
-		return C.dsh_session_fork(p, C.int64_t(boundary), args[0].p, &cp, out)
+		return s.obs.opened(C.dsh_session_fork(p, C.int64_t(boundary), args[0].p, &cp, out))
 	})
 	if err != nil {
 		return nil, err
 	}
 	var h Header
 	if err := decode(op, b, &h); err != nil {
-		closeRaw(cp)
+		closeRaw(cp, s.obs)
 		return nil, err
 	}
-	return newSession(cp, h, nil), nil
+	return newSession(cp, h, nil, s.obs), nil
 }
 
 // Close drains the session's pending writes and releases the handle
@@ -254,6 +260,7 @@ func (s *Session) Close() error {
 	s.p = nil
 	runtime.SetFinalizer(s, nil)
 	_, err := call("Session.Close", func(out *C.dsh_buf) C.dsh_status { return C.dsh_session_close(p, out) })
+	s.obs.release() // after the close: it publishes NoticeDisposed
 	runtime.KeepAlive(s)
 	return err
 }
@@ -262,7 +269,7 @@ func (s *Session) Close() error {
 // the drain's error is lost).
 func (s *Session) finalize() {
 	if s.gate.shut() {
-		closeRaw(s.p)
+		closeRaw(s.p, s.obs)
 		s.p = nil
 	}
 }

@@ -18,6 +18,7 @@ import (
 type Store struct {
 	gate gate // entered by calls, shut by Close: p is not freed under a call
 	p    *C.dsh_store
+	obs  *observers // shared with the sessions opened from the store
 }
 
 // OpenStore opens a store (dsh_store_open). A SQLite or JSONL path may be
@@ -40,7 +41,7 @@ func OpenStore(cfg Config) (*Store, error) {
 	}); err != nil {
 		return nil, err
 	}
-	st := &Store{p: p}
+	st := &Store{p: p, obs: newObservers()}
 	runtime.SetFinalizer(st, (*Store).finalize)
 	return st, nil
 }
@@ -79,17 +80,17 @@ func (st *Store) Create(opts CreateOptions) (*Session, error) {
 	defer freeAll(args)
 	var sp *C.dsh_session
 	b, err := st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status {
-		return C.dsh_session_create(p, args[0].p, &sp, out)
+		return st.obs.opened(C.dsh_session_create(p, args[0].p, &sp, out))
 	})
 	if err != nil {
 		return nil, err
 	}
 	var h Header
 	if err := decode(op, b, &h); err != nil {
-		closeRaw(sp)
+		closeRaw(sp, st.obs)
 		return nil, err
 	}
-	return newSession(sp, h, nil), nil
+	return newSession(sp, h, nil, st.obs), nil
 }
 
 // Open opens a stored session (dsh_session_open): it loads the log, runs
@@ -134,7 +135,7 @@ func (st *Store) open(op, id string, options []byte,
 	defer freeAll(args)
 	var sp *C.dsh_session
 	b, err := st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status {
-		return call(p, args, &sp, out)
+		return st.obs.opened(call(p, args, &sp, out))
 	})
 	if err != nil {
 		return nil, err
@@ -144,10 +145,10 @@ func (st *Store) open(op, id string, options []byte,
 		Repaired []Event `json:"repaired"`
 	}
 	if err := decode(op, b, &r); err != nil {
-		closeRaw(sp)
+		closeRaw(sp, st.obs)
 		return nil, err
 	}
-	return newSession(sp, r.Header, r.Repaired), nil
+	return newSession(sp, r.Header, r.Repaired, st.obs), nil
 }
 
 // List returns the stored sessions (dsh_store_list).
@@ -215,6 +216,7 @@ func (st *Store) Close() error {
 	st.p = nil
 	runtime.SetFinalizer(st, nil)
 	_, err := call("Store.Close", func(out *C.dsh_buf) C.dsh_status { return C.dsh_store_close(p, out) })
+	st.obs.release()
 	runtime.KeepAlive(st)
 	return err
 }
@@ -224,6 +226,7 @@ func (st *Store) finalize() {
 	if st.gate.shut() {
 		C.dsh_store_close(st.p, nil)
 		st.p = nil
+		st.obs.release()
 	}
 }
 
