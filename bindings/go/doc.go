@@ -54,5 +54,18 @@
 // and every other method of a closed handle returns an *Error with
 // StatusClosed (rule handle.closed). A finalizer closes a handle that was
 // dropped without Close, as a safety net only: it runs at an unpredictable
-// time and its drain error is lost.
+// time and its drain error is lost. A Close that has begun turns new calls on
+// its handle away with ErrClosed rather than making them wait.
+//
+// # Observers
+//
+// Store.SetObserver installs a func(Notice) that hears every session of the
+// store: NoticeCreated (create, open, fork; Notice.Header), NoticeEvent (each
+// committed event; Notice.Event), NoticeFlush (Notice.Flush) and
+// NoticeDisposed (a session closed). It runs synchronously inside the call
+// that caused the notice, on that call's goroutine, and may read the session
+// or the store; an append to the same session from inside it fails with
+// ErrConflict (rule append.reentrant). A panic in it is recovered and
+// logged. Sessions still open after Store.Close keep notifying it; nil
+// removes it.
 package dshsession

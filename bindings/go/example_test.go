@@ -99,3 +99,62 @@ func Example_quickstart() {
 	// user sum1: Summary: README.md describes a session engine.
 	// fork demo-fork of demo: 8 events
 }
+
+// A store observer hears what happens to every session of the store, inside
+// the call that caused it: here it prints each notice and reads the
+// session's length from inside the observer. An append from inside it to
+// the same session is refused (append.reentrant).
+func ExampleStore_SetObserver() {
+	store, err := dshsession.OpenStore(dshsession.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	var s *dshsession.Session
+	err = store.SetObserver(func(n dshsession.Notice) {
+		switch n.Kind {
+		case dshsession.NoticeCreated:
+			fmt.Println(n.SessionID, "created, header id", n.Header.ID)
+		case dshsession.NoticeEvent:
+			info, _ := s.Info() // reading the session is fine
+			fmt.Printf("%s event %d %s, length %d\n", n.SessionID, n.Event.Seq, n.Event.Type, info.Length)
+			_, err := s.Append("turn/end", nil, nil)
+			var e *dshsession.Error
+			if errors.Is(err, dshsession.ErrConflict) && errors.As(err, &e) {
+				fmt.Println("  append from the observer refused:", e.Rule)
+			}
+		case dshsession.NoticeFlush:
+			fmt.Println(n.SessionID, "flush ok:", n.Flush.OK)
+		default:
+			fmt.Println(n.SessionID, n.Kind)
+		}
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	s, err = store.Create(dshsession.CreateOptions{ID: "watched"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := s.Append("turn/start", map[string]any{"turn": 1}, nil); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := store.SetObserver(nil); err != nil { // nil removes it
+		log.Fatal(err)
+	}
+
+	// Output:
+	// watched created, header id watched
+	// watched event 0 turn/start, length 1
+	//   append from the observer refused: append.reentrant
+	// watched flush ok: true
+	// watched disposed
+}
