@@ -74,13 +74,15 @@ typedef int32_t dsh_status;
  * A host callback for store lifecycle notices.
  *
  * `kind` is `"created"` (payload: the session header), `"event"` (payload:
- * the committed event), `"flush"` (payload: `{"ok":true}` or
- * `{"ok":false,"rule":...}`) or `"disposed"` (payload: `null`). All strings
- * are NUL-terminated UTF-8 owned by the library and valid only during the
- * call. The callback runs on the thread that made the change, after the
- * session's lock is released; it may read the session (derive, events, …)
- * but an append to the same session from inside the callback is refused
- * with `DSH_E_CONFLICT` (`append.reentrant`). It must not unwind.
+ * the committed event), `"flush"` (sent by `dsh_session_flush` with its
+ * outcome, `{"ok":true}` or `{"ok":false,"rule":...}`; background
+ * write-behind rounds send none) or `"disposed"` (payload: `null`). All
+ * strings are NUL-terminated UTF-8 owned by the library and valid only
+ * during the call. The callback runs on the thread that made the change,
+ * after the session's lock is released; it may read the session (derive,
+ * events, …) but an append to the same session from inside the callback
+ * is refused with `DSH_E_CONFLICT` (`append.reentrant`). It must not
+ * unwind.
  */
 typedef void (*dsh_observer_fn)(void *user_data,
                                 const char *session_id,
@@ -534,8 +536,10 @@ dsh_status dsh_store_close(struct dsh_store *store, struct dsh_buf *out);
  *
  * # Safety
  * `store` is NULL or a handle from `dsh_store_open`; `callback`, when not
- * NULL, stays callable (and `user_data` valid) until it is replaced or the
- * store and all its sessions are closed.
+ * NULL, stays callable (and `user_data` valid) until the store and all its
+ * sessions are closed. Replacing or removing it does not wait for a
+ * notice already being delivered on another thread, so a replaced
+ * callback may still be called once after this returns.
  */
 dsh_status dsh_store_set_observer(struct dsh_store *store,
                                   dsh_observer_fn callback,

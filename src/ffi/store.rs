@@ -131,13 +131,15 @@ pub unsafe extern "C" fn dsh_store_close(store: *mut dsh_store, out: *mut dsh_bu
 /// A host callback for store lifecycle notices.
 ///
 /// `kind` is `"created"` (payload: the session header), `"event"` (payload:
-/// the committed event), `"flush"` (payload: `{"ok":true}` or
-/// `{"ok":false,"rule":...}`) or `"disposed"` (payload: `null`). All strings
-/// are NUL-terminated UTF-8 owned by the library and valid only during the
-/// call. The callback runs on the thread that made the change, after the
-/// session's lock is released; it may read the session (derive, events, …)
-/// but an append to the same session from inside the callback is refused
-/// with `DSH_E_CONFLICT` (`append.reentrant`). It must not unwind.
+/// the committed event), `"flush"` (sent by `dsh_session_flush` with its
+/// outcome, `{"ok":true}` or `{"ok":false,"rule":...}`; background
+/// write-behind rounds send none) or `"disposed"` (payload: `null`). All
+/// strings are NUL-terminated UTF-8 owned by the library and valid only
+/// during the call. The callback runs on the thread that made the change,
+/// after the session's lock is released; it may read the session (derive,
+/// events, …) but an append to the same session from inside the callback
+/// is refused with `DSH_E_CONFLICT` (`append.reentrant`). It must not
+/// unwind.
 pub type dsh_observer_fn = Option<
     unsafe extern "C" fn(
         user_data: *mut c_void,
@@ -178,8 +180,10 @@ fn c_text(s: &str) -> CString {
 ///
 /// # Safety
 /// `store` is NULL or a handle from `dsh_store_open`; `callback`, when not
-/// NULL, stays callable (and `user_data` valid) until it is replaced or the
-/// store and all its sessions are closed.
+/// NULL, stays callable (and `user_data` valid) until the store and all its
+/// sessions are closed. Replacing or removing it does not wait for a
+/// notice already being delivered on another thread, so a replaced
+/// callback may still be called once after this returns.
 #[no_mangle]
 pub unsafe extern "C" fn dsh_store_set_observer(
     store: *mut dsh_store,

@@ -97,7 +97,8 @@ public struct StoreNotice: Sendable {
         public static let created = Kind(rawValue: "created")
         /// An event was committed (payload: the event).
         public static let event = Kind(rawValue: "event")
-        /// A write-behind batch reached the disk or failed (payload: `{"ok":…}`).
+        /// A session flush (the durability barrier) finished (payload:
+        /// `{"ok":true}` or `{"ok":false,"rule":…}`); background writes send none.
         public static let flush = Kind(rawValue: "flush")
         /// A session handle was released (payload: `null`).
         public static let disposed = Kind(rawValue: "disposed")
