@@ -30,7 +30,9 @@ else
     command -v cargo >/dev/null || { echo "building the library needs Rust (cargo): https://rustup.rs" >&2; exit 1; }
     echo "==> cargo build --release"
     cargo build --release --locked
-    libdir=$root/target/release
+    # Where cargo put it (honours CARGO_TARGET_DIR and .cargo/config).
+    target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+    libdir=${target_dir:-$root/target}/release
     # cargo does not create the SONAME link (libdsh_session.so.<ABI>) the loader looks for.
     soname=$(readelf -d "$libdir/libdsh_session.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
     [ -n "$soname" ] || { echo "libdsh_session.so has no SONAME" >&2; exit 1; }
