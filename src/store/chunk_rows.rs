@@ -371,8 +371,11 @@ fn member_len(v: &Value) -> usize {
 /// Decode one JSONL storage record: a tagged object is validated
 /// (`row.envelope` and the rest) and expanded; anything else is one event.
 pub fn decode_jsonl_record(record: Value) -> Result<Vec<Stored>> {
+    // A packed row never carries `ignorable`; an ignorable logical event
+    // may have a tag as its type (the vocabulary is open) and is an event.
     let tag = record
         .as_object()
+        .filter(|o| o.get("ignorable").and_then(Value::as_bool) != Some(true))
         .and_then(|o| o.get("type"))
         .and_then(Value::as_str)
         .filter(|t| is_tag(t))

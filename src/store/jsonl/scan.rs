@@ -34,11 +34,13 @@ fn has_turn_end(events: &[Stored]) -> bool {
 
 /// A plain event record kept as its canonical text, when the line is one
 /// (no tree is built); `None` sends the line through the value decoder.
+/// An ignorable event may be named like a storage tag (see
+/// [`decode_jsonl_record`]).
 fn canonical_event(line: &[u8]) -> Option<Stored> {
     // One pass: UTF-8, canonical form and the envelope members.
     let event = Event::from_canonical_bytes(line)?;
     let ty = event.ty.as_str()?;
-    (!is_tag(ty)).then_some(Stored::Event(event))
+    (event.ignorable || !is_tag(ty)).then_some(Stored::Event(event))
 }
 
 /// A packed row record kept as canonical text, expanded without a tree

@@ -491,3 +491,43 @@ fn root_handling() {
         Status::Io
     );
 }
+
+/// Differential #1: an ignorable logical event whose type is a storage tag
+/// (possible only through a seed) is written as an event line and read
+/// back as that event, not taken for a packed row.
+#[test]
+fn ignorable_events_named_like_storage_tags_round_trip() {
+    let t = 1_700_000_000_000i64;
+    let events = vec![
+        ev(&format!(
+            r#"{{"type":"turn/start","seq":0,"time":{t},"data":{{"turn":1}}}}"#
+        )),
+        ev(&format!(
+            r#"{{"type":"text-chunks","seq":1,"time":{t},"data":null,"ignorable":true}}"#
+        )),
+        ev(&format!(
+            r#"{{"type":"tool-call-chunks","seq":2,"time":{t},"data":{{"turn":1,"step":1,"index":0,"id":"c","dt":[],"args":["a"]}},"ignorable":true}}"#
+        )),
+        ev(&format!(
+            r#"{{"ignorable":true,"data":{{}},"time":{t},"seq":3,"type":"reasoning-chunks"}}"#
+        )),
+        ev(&format!(
+            r#"{{"type":"turn/end","seq":4,"time":{t},"data":{{"turn":1,"reason":{{"kind":"completed"}}}}}}"#
+        )),
+    ];
+    for compression in BOTH {
+        let root = TempRoot::new("tag-named");
+        let h = header("s", None);
+        JsonlBackend::open(&root.0, compression)
+            .unwrap()
+            .append(&h, &events, true)
+            .unwrap();
+        let loaded = JsonlBackend::open(&root.0, compression)
+            .unwrap()
+            .load("s")
+            .unwrap()
+            .unwrap();
+        assert!(loaded.torn.is_none());
+        assert_same(&loaded.values(), &events);
+    }
+}
