@@ -25,6 +25,8 @@ mod tests_damage;
 #[cfg(test)]
 mod tests_load;
 #[cfg(test)]
+mod tests_open;
+#[cfg(test)]
 mod tests_packed;
 #[cfg(test)]
 mod tests_schema;
