@@ -23,6 +23,8 @@ mod tests;
 #[cfg(test)]
 mod tests_damage;
 #[cfg(test)]
+mod tests_differential;
+#[cfg(test)]
 mod tests_load;
 #[cfg(test)]
 mod tests_open;
