@@ -19,6 +19,8 @@ mod tests;
 mod tests_crash;
 #[cfg(test)]
 mod tests_layout;
+#[cfg(test)]
+mod tests_more;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
