@@ -32,6 +32,8 @@ mod tests_open;
 mod tests_packed;
 #[cfg(test)]
 mod tests_schema;
+#[cfg(test)]
+mod tests_writer;
 
 use std::path::Path;
 use std::sync::Arc;
