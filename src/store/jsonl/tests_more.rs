@@ -143,7 +143,7 @@ fn a_packed_tail_row_off_the_seqs_is_dropped_whole() {
             "seq0 {seq0}"
         );
         let closer = ev(r#"{"type":"turn/end","seq":3,"time":2,"data":{"turn":2}}"#);
-        b.commit_repair(&loaded.header, Some(&torn), &[closer.clone()])
+        b.commit_repair(&loaded.header, Some(&torn), std::slice::from_ref(&closer))
             .unwrap();
         let after = fs::read(&path).unwrap();
         assert_eq!(after[..row_at], before[..row_at], "committed bytes kept");
