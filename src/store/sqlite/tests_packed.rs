@@ -364,3 +364,143 @@ fn malformed_packed_tail_row_is_one_removable_row() {
         assert_eq!(packed, 1, "the committed packed row is kept");
     }
 }
+
+/// An `assistant/chunk` at `seq` and `time` with `chunk` (JSON text) and
+/// `extra` data keys.
+fn chunk(seq: u64, time: i64, chunk: &str, extra: &str) -> Arc<Event> {
+    crate::store::sqlite::tests::ev(&format!(
+        r#"{{"type":"assistant/chunk","seq":{seq},"time":{time},"data":{{"turn":1,"step":1,"chunk":{chunk}{extra}}}}}"#
+    ))
+}
+
+/// Store `events` as one batch; the seqs of its packed and scalar rows
+/// (the log must read back unchanged).
+fn rows_of(events: &[Arc<Event>]) -> (Vec<i64>, Vec<i64>) {
+    let dir = TempDir::new("packer");
+    let mut b = open(&dir.db());
+    b.append(&header("p"), events, true).unwrap();
+    assert_eq!(b.load("p").unwrap().unwrap().events, values(events));
+    drop(b);
+    let conn = raw(&dir.db());
+    let seqs = |sql: &str| -> Vec<i64> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    (
+        seqs("SELECT seq FROM events WHERE ignorable = 0 ORDER BY seq"),
+        seqs("SELECT seq FROM events WHERE ignorable IS NULL ORDER BY seq"),
+    )
+}
+
+/// compression #5: deltas off the packable shape (an extra chunk key, a
+/// `usage` data key, a non-string text) are stored as scalar rows and
+/// split the run around them; an inexact time difference near ±2^53, a
+/// call id change and a change in `name` presence break a run too.
+#[test]
+fn off_format_deltas_stay_scalar_and_break_runs() {
+    let text = |s: u64, t: i64| chunk(s, t, r#"{"type":"text-delta","index":0,"text":"a"}"#, "");
+    let odd = [
+        chunk(
+            2,
+            0,
+            r#"{"type":"text-delta","index":0,"text":"a","extra":1}"#,
+            "",
+        ),
+        chunk(
+            2,
+            0,
+            r#"{"type":"text-delta","index":0,"text":"a"}"#,
+            r#","usage":{"tokens":1}"#,
+        ),
+        chunk(2, 0, r#"{"type":"text-delta","index":0,"text":7}"#, ""),
+    ];
+    for bad in odd {
+        let events = vec![
+            text(0, 0),
+            text(1, 0),
+            bad,
+            text(3, 0),
+            text(4, 0),
+            text(5, 0),
+        ];
+        assert_eq!(rows_of(&events), (vec![3], vec![0, 1, 2]));
+    }
+    // All well-formed: one row.
+    let events: Vec<_> = (0..6).map(|s| text(s, s as i64 - 3)).collect();
+    assert_eq!(rows_of(&events), (vec![0], vec![]));
+    // -2^53+1 to 2^53-1 is not an exact difference: two rows.
+    const SAFE: i64 = 9_007_199_254_740_991;
+    let events: Vec<_> = (0..6)
+        .map(|s| text(s, if s < 3 { -SAFE } else { SAFE }))
+        .collect();
+    assert_eq!(rows_of(&events), (vec![0, 3], vec![]));
+    let tool = |s: u64, id: &str, name: &str| {
+        chunk(
+            s,
+            0,
+            &format!(
+                r#"{{"type":"tool-call-delta","index":0,"id":"{id}"{name},"argumentsDelta":"x"}}"#
+            ),
+            "",
+        )
+    };
+    let named = r#","name":"ls""#;
+    let same: Vec<_> = (0..6).map(|s| tool(s, "c1", named)).collect();
+    assert_eq!(rows_of(&same), (vec![0], vec![]));
+    let presence: Vec<_> = (0..6)
+        .map(|s| tool(s, "c1", if s < 3 { named } else { "" }))
+        .collect();
+    assert_eq!(rows_of(&presence), (vec![0, 3], vec![]));
+    let ids: Vec<_> = (0..6)
+        .map(|s| tool(s, if s < 3 { "c1" } else { "c2" }, named))
+        .collect();
+    assert_eq!(rows_of(&ids), (vec![0, 3], vec![]));
+}
+
+/// sqlite.spec #3: a long run of small paced appends (streaming) keeps the
+/// WAL bounded (checkpoints happen) and never rewrites committed rows: the
+/// rows written early are byte-for-byte unchanged at the end.
+#[test]
+fn paced_streaming_keeps_the_wal_bounded_without_rewrites() {
+    let dir = TempDir::new("paced");
+    let mut b = open(&dir.db());
+    let snapshot = |conn: &rusqlite::Connection| -> Vec<(i64, String, i64, Vec<u8>)> {
+        conn.prepare("SELECT seq, type, time, CAST(data AS BLOB) FROM events ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let mut wal = dir.db().into_os_string();
+    wal.push("-wal");
+    let mut largest_wal = 0;
+    let mut early = Vec::new();
+    let mut all = Vec::new();
+    let mut seq = 0;
+    for round in 0..1500u64 {
+        // A step: a few deltas (packed when three or more), then a message.
+        let n = 1 + round % 5;
+        let mut batch: Vec<_> = (0..n)
+            .map(|k| delta(seq + k, 1000 + (seq + k) as i64, "text", "tok"))
+            .collect();
+        batch.push(plain(seq + n, "x/msg", &format!(r#"{{"r":{round}}}"#), ""));
+        b.append(&header("s"), &batch, round == 0).unwrap();
+        seq += n + 1;
+        all.extend(batch);
+        largest_wal = largest_wal.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+        if round == 20 {
+            early = snapshot(&raw(&dir.db()));
+        }
+    }
+    // Every commit adds at least two pages (an events page and the
+    // sessions row) to the WAL: without checkpoints it would pass 12 MB.
+    assert!(largest_wal < 6 << 20, "WAL grew to {largest_wal} bytes");
+    let end = snapshot(&raw(&dir.db()));
+    assert_eq!(end[..early.len()], early[..], "early rows rewritten");
+    assert_eq!(b.load("s").unwrap().unwrap().events, values(&all));
+}
