@@ -107,3 +107,47 @@ fn revisions_differ_across_roots_and_survive_reopening() {
         assert_eq!(strip_time(sa.events()), strip_time(sb.events()));
     }
 }
+
+/// differential #1: ignorable events named like storage tags survive a
+/// JSONL store (both encodings) through create and open.
+#[test]
+fn ignorable_events_named_like_storage_tags_survive_jsonl() {
+    for compression in ["none", "zstd"] {
+        for ty in ["text-chunks", "reasoning-chunks", "tool-call-chunks"] {
+            let dir = temp_dir("tag-named");
+            let config = format!(
+                r#"{{"backend":"jsonl","path":{},"compression":"{compression}"}}"#,
+                Value::str(dir.to_str().unwrap()).to_json()
+            );
+            let store = Store::open(&config).unwrap();
+            let seed = format!(
+                r#"{{"id":"t","seed":[{{"type":"{ty}","seq":0,"time":5,"data":{{"x":1}},"ignorable":true}}]}}"#
+            );
+            drop(store.create(&seed).unwrap());
+            let (s, _) = store
+                .open_session("t")
+                .unwrap_or_else(|e| panic!("{compression} {ty}: {e:?}"));
+            assert_eq!(
+                types_of(s.events().as_array().unwrap()),
+                [ty, "session/end-seed"]
+            );
+        }
+    }
+}
+
+/// jsonl.spec #82: a regular file where a session directory goes is a
+/// store fault (`io.*`), not an absent session.
+#[test]
+fn a_file_where_the_session_directory_goes_is_an_io_error() {
+    let dir = temp_dir("enotdir");
+    std::fs::create_dir_all(dir.join("_no-cwd")).unwrap();
+    std::fs::write(dir.join("_no-cwd/f"), b"x").unwrap();
+    let config = format!(
+        r#"{{"backend":"jsonl","path":{},"compression":"none"}}"#,
+        Value::str(dir.to_str().unwrap()).to_json()
+    );
+    let store = Store::open(&config).unwrap();
+    let (status, text) = store.open_session("f").err().expect("refused");
+    assert_eq!(status, DSH_E_IO, "{text}");
+    assert!(text.contains("\"rule\":\"io."), "{text}");
+}

@@ -129,9 +129,11 @@ pub fn io_error(rule: &'static str, path: &Path, e: &io::Error) -> Error {
     Error::new(Status::Io, rule, format!("{}: {e}", path.display()))
 }
 
-/// True for "does not exist" (including a non-directory path component).
+/// True for "does not exist" (`ENOENT`). A non-directory where a
+/// directory should be (`ENOTDIR`) is a fault of the store's tree, not an
+/// absence (errors.md `io.*`).
 pub fn is_absent(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+    e.kind() == io::ErrorKind::NotFound
 }
 
 /// Metadata of `path` (following links), `None` when absent.
