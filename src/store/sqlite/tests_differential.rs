@@ -196,10 +196,9 @@ fn random_log(rng: &mut Rng, n: usize) -> Vec<Arc<Event>> {
                 );
             }
             8 => {
-                // Ignorable events with chunk-row-shaped data. (Ones named
-                // like storage tags are not: a JSONL reader takes those for
-                // packed rows, see docs/tests-checklist.md differential #1.)
-                let ty = *rng.pick(&["x/ext", "x/text-chunks"]);
+                // Ignorable events with chunk-row-shaped data, also ones
+                // named like storage tags (differential #1).
+                let ty = *rng.pick(&["x/ext", "text-chunks", "tool-call-chunks"]);
                 push(
                     &mut out,
                     ty,
