@@ -1,6 +1,7 @@
 //! The whole-log read of one session (persistence.md §7.7): its rows are
-//! selected in seq order and decoded, by a second thread as well once the
-//! log is long, then `scanRows` decides where the valid prefix ends.
+//! selected in seq order and decoded, by a second thread as well when the
+//! log is long ([`PARALLEL_FROM`]), then `scanRows` decides where the
+//! valid prefix ends.
 //!
 //! The thread that reads the rows hands batches to a decoding thread and
 //! decodes a batch itself whenever more than [`MAX_WAITING`] wait, so both
@@ -20,9 +21,10 @@ use crate::store::backend::Stored;
 
 /// Rows per batch.
 const BATCH: usize = 256;
-/// A second thread starts once this many rows were decoded one by one:
-/// below it, starting the thread and its heap cost more than they save.
-const PARALLEL_FROM: usize = 8192;
+/// Logs whose last seq reaches this decode on two threads from their first
+/// row; shorter ones decode on this thread alone, each row as soon as it is
+/// read (starting the thread and its heap would cost more than it saves).
+const PARALLEL_FROM: u64 = if cfg!(test) { 4096 } else { 32768 };
 /// Batches the reading thread lets wait before it decodes one itself.
 const MAX_WAITING: usize = 2;
 
@@ -72,24 +74,44 @@ pub fn scan_session(conn: &Connection, id: &[u8]) -> Result<Scan> {
             rows::COLUMNS
         ))
         .map_err(sql_err)?;
+    let long = last_seq(conn, id)?.is_some_and(|last| last >= PARALLEL_FROM);
     let mut q = stmt.query([Wtf8(id)]).map_err(sql_err)?;
     let mut next = || -> Result<Option<RawRow>> {
         q.next().map_err(sql_err)?.map(RawRow::from_row).transpose()
     };
-    settle(decode_all(&mut next)?, 0)
+    let decoded = if long {
+        decode_parallel(&mut next)?
+    } else {
+        // Each row is decoded as soon as it is read, so the next row
+        // reuses its memory.
+        let mut all = Decoded::with_capacity(0);
+        while let Some(row) = next()? {
+            all.push(&row);
+        }
+        vec![all]
+    };
+    settle(decoded, 0)
 }
 
-/// Every row `next` yields, decoded, in batches in order.
-fn decode_all(next: &mut dyn FnMut() -> Result<Option<RawRow>>) -> Result<Vec<Decoded>> {
-    // Each row is decoded as soon as it is read, so the next row reuses
-    // its memory: a short log ends here.
-    let mut first = Decoded::with_capacity(0);
-    while first.rows.len() < PARALLEL_FROM {
-        match next()? {
-            Some(row) => first.push(&row),
-            None => return Ok(vec![first]),
-        }
-    }
+/// The seq of the last row of session `id` (an index lookup).
+fn last_seq(conn: &Connection, id: &[u8]) -> Result<Option<u64>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT seq FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1")
+        .map_err(sql_err)?;
+    let mut q = stmt.query([Wtf8(id)]).map_err(sql_err)?;
+    let Some(row) = q.next().map_err(sql_err)? else {
+        return Ok(None);
+    };
+    // A seq of another type is reported by the row scan itself.
+    Ok(row
+        .get::<_, i64>(0)
+        .ok()
+        .and_then(|s| u64::try_from(s).ok()))
+}
+
+/// Every row `next` yields, decoded on this thread and a second one, in
+/// batches in order.
+fn decode_parallel(next: &mut dyn FnMut() -> Result<Option<RawRow>>) -> Result<Vec<Decoded>> {
     let queue = Queue::default();
     let read = std::thread::scope(|s| {
         let worker = s.spawn(|| while queue.decode_one(true) {});
@@ -102,11 +124,9 @@ fn decode_all(next: &mut dyn FnMut() -> Result<Option<RawRow>>) -> Result<Vec<De
         read
     });
     read?;
-    let mut rest = std::mem::take(&mut queue.lock().done);
-    rest.sort_unstable_by_key(|(i, _)| *i);
-    let mut done = vec![first];
-    done.extend(rest.into_iter().map(|(_, d)| d));
-    Ok(done)
+    let mut done = std::mem::take(&mut queue.lock().done);
+    done.sort_unstable_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, d)| d).collect())
 }
 
 /// Batches between the reading thread and the decoding thread.
