@@ -288,7 +288,7 @@ impl Session {
         let (sources, op) = check_input(ty, &data, intent)?;
         let (sources, op) = (sources.as_ref(), op.as_ref());
         let seq = self.log.len() as u64;
-        let ty = JsString::from(ty);
+        let ty = super::vocabulary::event_type_str(ty);
         let event = match data {
             Data::Canonical(text) => {
                 Event::with_canonical_data(ty, seq, now, text, (sources, op), false)

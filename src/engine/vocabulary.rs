@@ -1,7 +1,25 @@
 //! The known event vocabulary (events.md §6) and the `ignorable` rule.
 
-/// `KNOWN_SESSION_EVENT_TYPES` of the reference build: exactly these 48.
-pub const KNOWN_EVENT_TYPES: [&str; 48] = [
+use crate::json::JsString;
+
+/// Defines [`KNOWN_EVENT_TYPES`] and [`known`] from one list.
+macro_rules! vocabulary {
+    ($($ty:literal),* $(,)?) => {
+        /// `KNOWN_SESSION_EVENT_TYPES` of the reference build: exactly these 48.
+        pub const KNOWN_EVENT_TYPES: [&str; 48] = [$($ty),*];
+
+        /// The known type equal to `ty`, as the static text every event of
+        /// that type shares (a `match`: a length switch, then one compare).
+        fn known(ty: &str) -> Option<&'static str> {
+            match ty {
+                $($ty => Some($ty),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+vocabulary![
     "agent-preset/selected",
     "agent/inbox/spliced",
     "approval/asked",
@@ -54,7 +72,24 @@ pub const KNOWN_EVENT_TYPES: [&str; 48] = [
 
 /// True when `ty` is in the default known vocabulary.
 pub fn is_known(ty: &str) -> bool {
-    KNOWN_EVENT_TYPES.binary_search(&ty).is_ok()
+    known(ty).is_some()
+}
+
+/// An event's `type`: a known type shares one static text instead of an
+/// allocation per event (most of a log's events have one).
+pub fn event_type(ty: JsString) -> JsString {
+    if ty.is_static() {
+        return ty;
+    }
+    match ty.as_str().and_then(known) {
+        Some(k) => JsString::from_static(k),
+        None => ty,
+    }
+}
+
+/// [`event_type`] of text.
+pub fn event_type_str(ty: &str) -> JsString {
+    known(ty).map_or_else(|| JsString::from_str(ty), JsString::from_static)
 }
 
 #[cfg(test)]
@@ -66,5 +101,25 @@ mod tests {
         assert!(KNOWN_EVENT_TYPES.windows(2).all(|w| w[0] < w[1]));
         assert!(is_known("tool/result"));
         assert!(!is_known("plugin/data"));
+    }
+
+    #[test]
+    fn known_event_types_share_a_static_text_and_compare_as_bytes() {
+        let shared = event_type(JsString::from_str("tool/result"));
+        assert!(shared.is_static());
+        assert_eq!(shared, JsString::from_str("tool/result"));
+        assert!(event_type_str("turn/end").is_static());
+        let own = event_type(JsString::from_str("plugin/x"));
+        assert!(!own.is_static());
+        assert_eq!(own, "plugin/x");
+        assert!(!event_type_str("plugin/x").is_static());
+        // Equal strings hash and order alike however they are held.
+        use std::hash::BuildHasher;
+        let a = JsString::from_static("user/message");
+        let b = JsString::from_str("user/message");
+        let state = std::collections::hash_map::RandomState::new();
+        assert_eq!(state.hash_one(&a), state.hash_one(&b));
+        assert_eq!(a.cmp(&b), std::cmp::Ordering::Equal);
+        assert!(JsString::from_static("a") < JsString::from_str("b"));
     }
 }

@@ -11,8 +11,76 @@ use super::write;
 /// 3-byte sequence `ED A0..BF xx`. A surrogate pair is always stored as the
 /// 4-byte UTF-8 form of the astral character, so the encoding is canonical and
 /// byte equality is code-unit equality. Byte order equals code-point order.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct JsString(Box<[u8]>);
+///
+/// Equality, order and hash are those of the bytes, however they are held.
+#[derive(Clone, Default)]
+pub struct JsString(Bytes);
+
+/// The WTF-8 bytes of a [`JsString`]: owned, or a static text shared by
+/// every string equal to it (no allocation; see [`JsString::from_static`]).
+#[derive(Clone)]
+enum Bytes {
+    Owned(Box<[u8]>),
+    Static(&'static [u8]),
+}
+
+impl Default for Bytes {
+    fn default() -> Bytes {
+        Bytes::Static(b"")
+    }
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(b) => b,
+            Bytes::Static(s) => s,
+        }
+    }
+}
+
+impl From<Box<[u8]>> for Bytes {
+    #[inline]
+    fn from(b: Box<[u8]>) -> Bytes {
+        Bytes::Owned(b)
+    }
+}
+
+impl From<&[u8]> for Bytes {
+    #[inline]
+    fn from(b: &[u8]) -> Bytes {
+        Bytes::Owned(b.into())
+    }
+}
+
+impl PartialEq for JsString {
+    #[inline]
+    fn eq(&self, other: &JsString) -> bool {
+        *self.0 == *other.0
+    }
+}
+
+impl Eq for JsString {}
+
+impl std::hash::Hash for JsString {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (*self.0).hash(state);
+    }
+}
+
+impl PartialOrd for JsString {
+    fn partial_cmp(&self, other: &JsString) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for JsString {
+    fn cmp(&self, other: &JsString) -> std::cmp::Ordering {
+        (*self.0).cmp(&*other.0)
+    }
+}
 
 /// A piece of a [`JsString`]: valid UTF-8 text or one unpaired surrogate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,10 +178,21 @@ impl JsString {
         JsString(s.as_bytes().into())
     }
 
+    /// A string holding the static text `s`, without allocating (for
+    /// strings many values share, such as event types).
+    pub const fn from_static(s: &'static str) -> JsString {
+        JsString(Bytes::Static(s.as_bytes()))
+    }
+
+    /// True when the bytes are held without an allocation of their own.
+    pub fn is_static(&self) -> bool {
+        matches!(self.0, Bytes::Static(_))
+    }
+
     /// Wraps bytes the caller guarantees to be well-formed WTF-8.
     #[inline]
     pub(super) fn from_wtf8_trusted(bytes: Box<[u8]>) -> JsString {
-        JsString(bytes)
+        JsString(bytes.into())
     }
 
     /// Builds a string from WTF-8 bytes, e.g. the concatenation of
@@ -123,7 +202,7 @@ impl JsString {
     pub fn from_wtf8(bytes: impl Into<Vec<u8>>) -> JsString {
         let bytes = bytes.into();
         match Self::try_from_wtf8(&bytes) {
-            Some(_) => JsString(bytes.into_boxed_slice()),
+            Some(_) => JsString(bytes.into_boxed_slice().into()),
             None => JsString::from_utf16(&wtf8_to_utf16_lossy(&bytes)),
         }
     }
@@ -159,7 +238,7 @@ impl JsString {
                 Err(e) => push_wtf8(&mut buf, u32::from(e.unpaired_surrogate())),
             }
         }
-        JsString(buf.into_boxed_slice())
+        JsString(buf.into_boxed_slice().into())
     }
 
     /// The text, or `None` when the string contains an unpaired surrogate.
@@ -208,7 +287,7 @@ impl JsString {
         self.code_units_u16().map(|u| {
             let mut buf = Vec::with_capacity(3);
             push_wtf8(&mut buf, u32::from(u));
-            JsString(buf.into_boxed_slice())
+            JsString(buf.into_boxed_slice().into())
         })
     }
 
@@ -231,8 +310,11 @@ impl JsString {
 
     /// The text as a `String`, or the string back when it holds a lone surrogate.
     pub fn into_string(self) -> Result<String, JsString> {
-        String::from_utf8(self.0.into_vec())
-            .map_err(|e| JsString(e.into_bytes().into_boxed_slice()))
+        let bytes = match self.0 {
+            Bytes::Owned(b) => b.into_vec(),
+            Bytes::Static(s) => s.to_vec(),
+        };
+        String::from_utf8(bytes).map_err(|e| JsString(e.into_bytes().into_boxed_slice().into()))
     }
 
     /// JSON text of this string (`JSON.stringify`).
@@ -276,7 +358,7 @@ impl From<&str> for JsString {
 
 impl From<String> for JsString {
     fn from(s: String) -> JsString {
-        JsString(s.into_bytes().into_boxed_slice())
+        JsString(s.into_bytes().into_boxed_slice().into())
     }
 }
 

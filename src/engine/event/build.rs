@@ -2,6 +2,7 @@
 //! trusted), and from a JSON envelope.
 
 use super::*;
+use crate::engine::vocabulary::{event_type, event_type_str};
 
 impl Event {
     /// The event whose text is `parts` written in `order` (into a buffer
@@ -12,7 +13,7 @@ impl Event {
         let mut text = String::with_capacity(capacity);
         let at = write_envelope(&mut text, order, &parts);
         Event {
-            ty: parts.ty,
+            ty: event_type(parts.ty),
             seq: parts.seq,
             time: parts.time,
             ignorable: parts.ignorable,
@@ -175,7 +176,7 @@ impl Event {
 
     fn indexed(text: Box<str>, (ty, seq, time, at, ignorable): Index) -> Event {
         Event {
-            ty,
+            ty: event_type(ty),
             seq,
             time,
             ignorable,
@@ -203,7 +204,7 @@ impl Event {
                     if inner.contains('\\') {
                         return None;
                     }
-                    ty = Some(JsString::from(inner));
+                    ty = Some(event_type_str(inner));
                 }
                 "seq" => seq = Some(plain_int(value)?),
                 "time" => time = Some(plain_int(value)? as i64),
