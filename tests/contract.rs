@@ -11,7 +11,7 @@ use support::*;
 struct Fixture {
     config: String,
     durable: bool,
-    _dir: Option<std::path::PathBuf>,
+    _dir: Option<support::TempDir>,
 }
 
 impl Fixture {

@@ -9,7 +9,7 @@ use ::dsh_session::json::Value;
 use support::*;
 
 /// A raw-lines JSONL store whose session "old" holds `lines`.
-fn store_with(lines: &[&str]) -> (std::path::PathBuf, String) {
+fn store_with(lines: &[&str]) -> (support::TempDir, String) {
     raw_jsonl_store("legacy", "old", lines)
 }
 
