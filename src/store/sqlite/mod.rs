@@ -580,6 +580,9 @@ impl Backend for SqliteBackend {
         sessions::bump_revision(&tx, id)?;
         let records: Vec<Record<'_>> = events.iter().map(Record::Event).collect();
         insert_records(&tx, id, &records, &mut self.zstd, None)?;
-        tx.commit().map_err(sql_err)
+        tx.commit().map_err(sql_err)?;
+        // A repair follows a load: hand the pages it read back too.
+        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
+        Ok(())
     }
 }
