@@ -6,6 +6,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+#[path = "../support/tempdir.rs"]
+mod tempdir;
+pub use tempdir::TempDir;
+
 use assert_cmd::Command;
 use dsh_session::engine::event::APPEND_ORDER;
 use dsh_session::engine::Event;
@@ -14,35 +18,7 @@ use dsh_session::store::{Backend, BackendConfig, LiveSession, Store};
 
 /// A fresh directory for one test (mode 0755 under the system temp dir).
 pub fn temp_dir(name: &str) -> TempDir {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("dsh-cli-{}-{name}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
-}
-
-/// A directory that is removed, with everything in it, when dropped
-/// (declare it before the stores that use it, so they close first).
-pub struct TempDir(std::path::PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::path::Path> for TempDir {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    tempdir::make("dsh-cli", name)
 }
 
 /// `dsh-session ARGS…`.

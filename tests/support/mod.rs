@@ -4,6 +4,10 @@
 use std::ffi::{c_char, CString};
 use std::ptr;
 
+#[path = "tempdir.rs"]
+mod tempdir;
+pub use tempdir::TempDir;
+
 use ::dsh_session::ffi::*;
 use ::dsh_session::json::{self, Value};
 
@@ -254,35 +258,7 @@ pub fn raw_jsonl_store(tag: &str, id: &str, lines: &[&str]) -> (TempDir, String)
 
 /// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(name: &str) -> TempDir {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("dsh-test-{}-{name}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
-}
-
-/// A directory that is removed, with everything in it, when dropped
-/// (declare it before the stores that use it, so they close first).
-pub struct TempDir(std::path::PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::path::Path> for TempDir {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    tempdir::make("dsh-test", name)
 }
 
 /// The `type` of each event of an array.
