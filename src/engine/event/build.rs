@@ -7,17 +7,36 @@ use crate::engine::vocabulary::{event_type, event_type_str};
 impl Event {
     /// The event whose text is `parts` written in `order` (into a buffer
     /// of `capacity` bytes to start with).
+    ///
+    /// The text is written into this thread's scratch buffer and then
+    /// copied into an allocation of its exact size: shrinking an estimated
+    /// one in place would leave a small freed tail behind every event,
+    /// which the allocator cannot give back while the log lives.
     fn assemble(parts: Parts<'_>, order: [EnvKey; 7], capacity: usize) -> Event {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        /// A scratch buffer beyond this is not kept between events.
+        const KEEP: usize = 1 << 20;
         let lossless = parts.sources.as_ref().is_none_or(Member::is_lossless)
             && parts.op.as_ref().is_none_or(Member::is_lossless);
-        let mut text = String::with_capacity(capacity);
-        let at = write_envelope(&mut text, order, &parts);
+        let (text, at) = SCRATCH.with(|scratch| {
+            let mut buf = scratch.borrow_mut();
+            buf.clear();
+            buf.reserve(capacity);
+            let at = write_envelope(&mut buf, order, &parts);
+            let text = Box::<str>::from(buf.as_str());
+            if buf.capacity() > KEEP {
+                *buf = String::new();
+            }
+            (text, at)
+        });
         Event {
             ty: event_type(parts.ty),
             seq: parts.seq,
             time: parts.time,
             ignorable: parts.ignorable,
-            text: text.into_boxed_str(),
+            text,
             at,
             checked: AtomicU8::new(if lossless { 0 } else { Checked::LOSSY }),
             tree: OnceLock::new(),
