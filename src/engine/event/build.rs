@@ -17,7 +17,7 @@ impl Event {
             static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
         }
         /// A scratch buffer beyond this is not kept between events.
-        const KEEP: usize = 1 << 20;
+        const KEEP: usize = 256 << 10;
         let lossless = parts.sources.as_ref().is_none_or(Member::is_lossless)
             && parts.op.as_ref().is_none_or(Member::is_lossless);
         let (text, at) = SCRATCH.with(|scratch| {
