@@ -133,21 +133,38 @@ impl Scanner {
         self.pending.is_empty()
     }
 
+    /// [`Scanner::feed`] of `buf` whose complete lines starting at byte
+    /// `from` (just after a `\n`) were decoded already, in order, as `done`
+    /// (see [`decode_line`]); the lines before `from` and after the last
+    /// decoded one are scanned here.
+    pub fn feed_decoded(&mut self, buf: &[u8], from: usize, done: Vec<Line>) -> Result<()> {
+        if done.is_empty() {
+            return self.feed(buf);
+        }
+        self.feed(&buf[..from])?;
+        debug_assert!(self.pending.is_empty(), "`from` follows a line end");
+        let mut start = from;
+        for decoded in done {
+            let nl = memchr(b'\n', &buf[start..]).expect("a decoded line ends in this buffer");
+            let end = start + nl + 1;
+            self.consumed += end - start;
+            let result = self.accept(decoded, self.consumed);
+            self.line += 1;
+            result?;
+            start = end;
+        }
+        self.feed(&buf[start..])
+    }
+
     fn line_at(&mut self, line: &[u8], end: usize) -> Result<()> {
-        let result = self.record(line, end);
+        let result = self.accept(decode_line(line), end);
         self.line += 1;
         result
     }
 
-    fn record(&mut self, line: &[u8], end: usize) -> Result<()> {
-        let decoded = match canonical_packed(line) {
-            Some(events) => Some(events),
-            None => canonical_event(line).map(|e| vec![e]).or_else(|| {
-                json::parse(&String::from_utf8_lossy(line))
-                    .ok()
-                    .and_then(|record| decode_jsonl_record(record).ok())
-            }),
-        };
+    /// Take the decoded line ending at byte `end` into the valid prefix,
+    /// or note (or raise) the damage it is.
+    fn accept(&mut self, decoded: Line, end: usize) -> Result<()> {
         let Some(events) = decoded else {
             if self.issue.is_none() {
                 self.issue = Some(Error::new(
@@ -196,6 +213,23 @@ impl Scanner {
         self.events.extend(events);
         self.committed = end;
         Ok(())
+    }
+}
+
+/// What one complete line decodes to: its events (one, or a packed row's
+/// members), or `None` when it is no record at all.
+pub type Line = Option<Vec<Stored>>;
+
+/// Decode one complete line (without its `\n`). Pure: lines can be decoded
+/// on any thread and taken in order by [`Scanner::feed_decoded`].
+pub fn decode_line(line: &[u8]) -> Line {
+    match canonical_packed(line) {
+        Some(events) => Some(events),
+        None => canonical_event(line).map(|e| vec![e]).or_else(|| {
+            json::parse(&String::from_utf8_lossy(line))
+                .ok()
+                .and_then(|record| decode_jsonl_record(record).ok())
+        }),
     }
 }
 
