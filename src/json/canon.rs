@@ -464,3 +464,5 @@ fn keys_unique<const N: usize>(
 mod tests;
 #[cfg(test)]
 mod tests_bytes;
+#[cfg(test)]
+mod tests_nav;

@@ -1,6 +1,7 @@
 //! Tests of the canonical-JSON check and navigation.
+use super::tests_nav::check_navigation;
 use super::*;
-use crate::json::{parse, parse_checked, JsString, Object, Value};
+use crate::json::{parse_checked, JsString, Object, Value};
 use crate::test_rng::Rng;
 
 // ---- oracle -----------------------------------------------------------
@@ -13,7 +14,7 @@ fn oracle(t: &str) -> bool {
     }
 }
 
-fn short(t: &str) -> String {
+pub(super) fn short(t: &str) -> String {
     let mut cut = t.len().min(300);
     while !t.is_char_boundary(cut) {
         cut -= 1;
@@ -325,7 +326,7 @@ fn mutate_and_check(r: &mut Rng, t: &str) {
 }
 
 /// Exercises every navigation function on arbitrary text: no panics.
-fn navigate_garbage(t: &str) {
+pub(super) fn navigate_garbage(t: &str) {
     for i in 0..=t.len() + 1 {
         if let Some(end) = skip_value(t, i) {
             assert!(end <= t.len());
@@ -347,7 +348,7 @@ fn navigate_garbage(t: &str) {
 
 /// A recursive one-pass walk of the value at `start` with [`walk_members`]
 /// and [`walk_elements`]: its end and the number of values it visited.
-fn walk(t: &str, start: usize) -> Option<(usize, usize)> {
+pub(super) fn walk(t: &str, start: usize) -> Option<(usize, usize)> {
     let mut n = 1;
     let end = match t.as_bytes().get(start)? {
         b'{' => walk_members(t, start, |_, v| {
@@ -723,134 +724,5 @@ fn scanner_agrees_with_bytewise_scan() {
         let t = format!("\"{}\\n{}\"", "é".repeat(k), "x".repeat(k));
         assert!(check(&t));
         assert_eq!(skip_value(&t, 0), Some(t.len()));
-    }
-}
-
-// ---- navigation ---------------------------------------------------------
-
-/// Compares every navigation function with the parsed tree, recursively.
-fn check_navigation(t: &str) {
-    let v = parse(t).unwrap();
-    assert_eq!(skip_value(t, 0), Some(t.len()), "{}", short(t));
-    assert_eq!(
-        is_nonempty_string(t),
-        v.as_js_str().is_some_and(|s| !s.is_empty())
-    );
-    match &v {
-        Value::Object(o) => {
-            assert!(elements(t).is_none());
-            let got: Vec<(&str, &str)> = members(t).unwrap().collect();
-            assert_eq!(got.len(), o.len());
-            for (&(k, vt), (ek, ev)) in got.iter().zip(o.iter()) {
-                assert_eq!(format!("\"{k}\""), ek.to_json());
-                assert_eq!(&parse(vt).unwrap(), ev);
-                if let Some(plain) = ek.as_str() {
-                    let found = member(t, plain).map(|m| parse(m).unwrap());
-                    assert_eq!(found.as_ref(), o.get(plain), "{plain:?}");
-                }
-                check_navigation(vt);
-            }
-            assert_eq!(member(t, "no such key\u{0}"), None);
-            let mut walked = Vec::new();
-            let end = walk_members(t, 0, |k, v| {
-                let end = skip_value(t, v)?;
-                walked.push((k, &t[v..end]));
-                Some(end)
-            });
-            assert_eq!((end, walked), (Some(t.len()), got));
-            assert_eq!(walk(t, 0).map(|(end, _)| end), Some(t.len()));
-        }
-        Value::Array(a) => {
-            assert!(members(t).is_none() && member(t, "a").is_none());
-            let got: Vec<&str> = elements(t).unwrap().collect();
-            assert_eq!(got.len(), a.len());
-            let mut walked = Vec::new();
-            let end = walk_elements(t, 0, |v| {
-                let end = skip_value(t, v)?;
-                walked.push(&t[v..end]);
-                Some(end)
-            });
-            assert_eq!((end, &walked), (Some(t.len()), &got));
-            for (et, ev) in got.iter().zip(a) {
-                assert_eq!(&parse(et).unwrap(), ev);
-                check_navigation(et);
-            }
-        }
-        _ => assert!(members(t).is_none() && elements(t).is_none()),
-    }
-}
-
-#[test]
-fn navigation_examples() {
-    let t = r#"{"a":1,"b":[true,{"c":"x\"}"},[]],"":"","x\ny":null,"q\"":{},"0":-1.5e-7}"#;
-    assert_eq!(member(t, "a"), Some("1"));
-    assert_eq!(member(t, "b"), Some(r#"[true,{"c":"x\"}"},[]]"#));
-    assert_eq!(member(t, ""), Some("\"\""));
-    assert_eq!(member(t, "x\ny"), Some("null"));
-    assert_eq!(member(t, "q\""), Some("{}"));
-    assert_eq!(member(t, "0"), Some("-1.5e-7"));
-    assert_eq!(member(t, "c"), None);
-    let keys: Vec<&str> = members(t).unwrap().map(|(k, _)| k).collect();
-    assert_eq!(keys, ["a", "b", "", "x\\ny", "q\\\"", "0"]);
-    let b = member(t, "b").unwrap();
-    let items: Vec<&str> = elements(b).unwrap().collect();
-    assert_eq!(items, ["true", r#"{"c":"x\"}"}"#, "[]"]);
-    assert_eq!(member(items[1], "c"), Some(r#""x\"}""#));
-    assert!(is_nonempty_string(member(items[1], "c").unwrap()));
-    assert!(!is_nonempty_string("\"\""));
-    assert!(!is_nonempty_string("1") && !is_nonempty_string("\""));
-    assert_eq!(members("{}").unwrap().count(), 0);
-    assert_eq!(elements("[]").unwrap().count(), 0);
-    assert!(members("[]").is_none() && elements("{}").is_none());
-    assert!(members("").is_none() && elements("").is_none());
-    assert_eq!(skip_value(t, 5), Some(6));
-    assert_eq!(skip_value("[1,\"]\",[2]]", 3), Some(6));
-    assert_eq!(skip_value("[1,\"]\",[2]]", 7), Some(10));
-    assert_eq!(skip_value("true,", 0), Some(4));
-    assert_eq!(skip_value("[1", 0), None);
-    assert_eq!(skip_value("\"ab", 0), None);
-    assert_eq!(skip_value("x", 0), None);
-    assert_eq!(skip_value("1", 5), None);
-    // Keys are matched on raw text; escapes in `key` are handled.
-    let v = Value::obj([("tab\there", 1.0.into()), ("ctl\u{1}", 2.0.into())]);
-    let t = v.to_json();
-    assert_eq!(member(&t, "tab\there"), Some("1"));
-    assert_eq!(member(&t, "ctl\u{1}"), Some("2"));
-    for g in [
-        "{",
-        "{\"",
-        "{\"a\"",
-        "{\"a\":",
-        "{\"a\":1,",
-        "[",
-        "[1,",
-        "{\"a\\",
-        "\"\\",
-    ] {
-        navigate_garbage(g);
-    }
-}
-
-#[test]
-fn canonical_members_agree_with_members_and_is_canonical() {
-    let cases = [
-        r#"{"a":1,"b":[1,{"c":2}],"d":{"e":"x\"y"},"f":null}"#,
-        r#"{"type":"t","seq":0,"time":1,"data":{}}"#,
-        r#"{}"#,
-        r#"{"a":{}}"#,
-        r#"{"a":[]}"#,
-        r#"{"a":1,"a":2}"#,
-        r#"{"a": 1}"#,
-        r#"[{"a":1}]"#,
-        r#""s""#,
-    ];
-    for t in cases {
-        let got = canonical_members(t);
-        if !is_canonical(t) || !t.starts_with('{') {
-            assert!(got.is_none(), "{t}");
-            continue;
-        }
-        let want: Vec<(&str, &str)> = members(t).unwrap().collect();
-        assert_eq!(got.unwrap(), want, "{t}");
     }
 }
