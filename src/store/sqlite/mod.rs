@@ -88,6 +88,14 @@ fn data_version(conn: &Connection) -> Result<i64> {
         .map_err(sql_err)
 }
 
+/// End the read transaction of a whole-session read; returns the
+/// `data_version` it saw (see [`LastScan`]).
+fn commit_read(tx: Transaction<'_>) -> Result<i64> {
+    let version = data_version(&tx)?;
+    tx.commit().map_err(sql_err)?;
+    Ok(version)
+}
+
 impl std::fmt::Debug for SqliteBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteBackend")
@@ -140,6 +148,19 @@ impl SqliteBackend {
             None => format!("memory:store:{store_id}"),
         };
         Ok(backend)
+    }
+
+    /// A whole-session read ended: remember what it found, for the repair
+    /// that may follow, and hand back the pages it read.
+    fn read_done(&mut self, last: LastScan) {
+        self.last_scan = Some(last);
+        self.release_cache();
+    }
+
+    /// Hand SQLite's page cache back: the pages a whole-session read
+    /// touched stay cached otherwise, long after the session is open.
+    fn release_cache(&self) {
+        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
     }
 
     fn revision_of(&self, row: &SessionRow) -> String {
@@ -356,13 +377,10 @@ impl Backend for SqliteBackend {
             return Ok(None);
         };
         let scan = load::scan_session(&tx, id.as_bytes())?;
-        let version = data_version(&tx)?;
-        tx.commit().map_err(sql_err)?;
-        // The pages read stay in SQLite's cache otherwise: hand them back.
-        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
-        self.last_scan = Some(LastScan {
+        let data_version = commit_read(tx)?;
+        self.read_done(LastScan {
             id: id.as_bytes().to_vec(),
-            data_version: version,
+            data_version,
             torn_from: scan.torn_from,
             next: scan.events.len() as u64,
         });
@@ -419,12 +437,10 @@ impl Backend for SqliteBackend {
             sink(&session.header, batch)?;
         }
         drop(stmt);
-        let version = data_version(&tx)?;
-        tx.commit().map_err(sql_err)?;
-        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
-        self.last_scan = Some(LastScan {
+        let data_version = commit_read(tx)?;
+        self.read_done(LastScan {
             id: id.as_bytes().to_vec(),
-            data_version: version,
+            data_version,
             torn_from: None,
             next,
         });
@@ -581,8 +597,8 @@ impl Backend for SqliteBackend {
         let records: Vec<Record<'_>> = events.iter().map(Record::Event).collect();
         insert_records(&tx, id, &records, &mut self.zstd, None)?;
         tx.commit().map_err(sql_err)?;
-        // A repair follows a load: hand the pages it read back too.
-        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
+        // A repair follows a load and reads the tail again.
+        self.release_cache();
         Ok(())
     }
 }
