@@ -19,11 +19,10 @@ impl<'a> Data<'a> {
     /// `data` given as JSON text: canonical text is used as is (one
     /// validating pass), anything else is parsed (`json.parse` on failure).
     pub(super) fn from_text(text: DataText<'a>) -> Result<Data<'a>> {
-        let DataText { text, canonical } = text;
-        if canonical || json::canon::is_canonical(text) {
-            return Ok(Data::Canonical(text));
+        if let Some(canonical) = text.canonical_text() {
+            return Ok(Data::Canonical(canonical));
         }
-        let (v, lossless) = parse_checked_input(text, "data")?;
+        let (v, lossless) = parse_checked_input(text.as_str(), "data")?;
         Ok(Data::Value(v, lossless))
     }
 
@@ -65,9 +64,9 @@ impl<'a> DataText<'a> {
         self.text
     }
 
-    /// Whether the text was checked to be canonical JSON.
-    pub fn is_canonical(&self) -> bool {
-        self.canonical
+    /// The text when it is canonical JSON: known already, or checked now.
+    pub(super) fn canonical_text(&self) -> Option<&'a str> {
+        (self.canonical || json::canon::is_canonical(self.text)).then_some(self.text)
     }
 }
 

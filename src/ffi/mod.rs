@@ -18,6 +18,7 @@ pub use window::*;
 use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::engine::session::DataText;
 use crate::error::{Error, Result, Status};
 
 /// Status code returned by every fallible function (`DSH_OK` or a `DSH_E_*` value).
@@ -172,6 +173,21 @@ unsafe fn arg_bytes<'a>(p: *const c_char, name: &str) -> Result<&'a [u8]> {
 fn utf8_arg<'a>(bytes: &'a [u8], name: &str) -> Result<&'a str> {
     std::str::from_utf8(bytes)
         .map_err(|e| Error::invalid_argument("arg.utf8", format!("{name} is not valid UTF-8: {e}")))
+}
+
+/// A JSON text argument: checked canonical in the same pass that proves
+/// it UTF-8 when it is (what hosts send), otherwise UTF-8 text the engine
+/// parses (`arg.null`, `arg.utf8`).
+///
+/// # Safety
+/// As [`arg_str`].
+unsafe fn json_arg<'a>(p: *const c_char, name: &str) -> Result<DataText<'a>> {
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { arg_bytes(p, name) }?;
+    match DataText::canonical(bytes) {
+        Some(text) => Ok(text),
+        None => Ok(utf8_arg(bytes, name)?.into()),
+    }
 }
 
 /// An optional NUL-terminated UTF-8 argument (NULL = absent).

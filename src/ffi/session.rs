@@ -4,8 +4,8 @@ use std::ffi::c_char;
 
 use super::handles;
 use super::{
-    arg_bytes, arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, null_arg, opt_str,
-    out_text, utf8_arg,
+    arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, json_arg, null_arg, opt_str,
+    out_text,
 };
 use crate::engine::event::events_to_json;
 use crate::engine::session::DataText;
@@ -178,14 +178,11 @@ unsafe fn event_args<'a>(
 ) -> Result<(&'a str, DataText<'a>, Option<&'a str>)> {
     // SAFETY: forwarded caller contract.
     unsafe {
-        let ty = arg_str(type_, "type")?;
-        // Canonical data is proven UTF-8 by the same pass that checks it.
-        let bytes = arg_bytes(data_json, "data_json")?;
-        let data = match DataText::canonical(bytes) {
-            Some(d) => d,
-            None => utf8_arg(bytes, "data_json")?.into(),
-        };
-        Ok((ty, data, opt_str(intent_json, "intent_json")?))
+        Ok((
+            arg_str(type_, "type")?,
+            json_arg(data_json, "data_json")?,
+            opt_str(intent_json, "intent_json")?,
+        ))
     }
 }
 
@@ -235,12 +232,7 @@ pub unsafe extern "C" fn dsh_session_append_batch(
     guard(out, || {
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
-        let bytes = unsafe { arg_bytes(batch_json, "batch_json")? };
-        // Canonical text is proven UTF-8 by the same pass that checks it.
-        let batch = match DataText::canonical(bytes) {
-            Some(b) => b,
-            None => utf8_arg(bytes, "batch_json")?.into(),
-        };
+        let batch = unsafe { json_arg(batch_json, "batch_json")? };
         let events = s.append_batch_text(batch)?;
         Ok(events_to_json(events.iter().map(|e| &**e)))
     })

@@ -36,14 +36,13 @@ impl Session {
     /// [`Session::append_batch`] with the text possibly checked canonical
     /// already (see [`DataText`]).
     pub fn append_batch_text(&mut self, batch: DataText<'_>, now: i64) -> Result<Vec<Arc<Event>>> {
-        let text = batch.as_str();
-        let items: Vec<Item<'_>> = if batch.is_canonical() || canon::is_canonical(text) {
+        let items: Vec<Item<'_>> = if let Some(text) = batch.canonical_text() {
             canon::elements(text)
                 .ok_or_else(not_an_array)?
                 .map(Item::Text)
                 .collect()
         } else {
-            parse_input(text, "batch")?
+            parse_input(batch.as_str(), "batch")?
                 .into_array()
                 .map_err(|_| not_an_array())?
                 .into_iter()
