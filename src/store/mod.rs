@@ -320,9 +320,6 @@ impl Store {
     /// (and reports) everything unusual: a torn tail, an older format, a
     /// rule broken, a backend that cannot stream.
     fn open_streaming(self: &Arc<Store>, id: &str, keep: usize) -> Result<Option<Opened>> {
-        if self.name == "memory" {
-            return Ok(None);
-        }
         let source: Arc<dyn crate::engine::window::EventSource> =
             Arc::new(window::StoredEvents::new(self, id));
         let start = |header: &Value| -> Result<Restoring> {

@@ -346,8 +346,7 @@ impl Writer {
         let limits = self.shared.limits;
         let mut st = self.shared.lock();
         loop {
-            let failing = st.failing && st.pending >= limits.events;
-            if failing || (st.failing && st.pending_bytes >= limits.bytes) {
+            if st.failing && (st.pending >= limits.events || st.pending_bytes >= limits.bytes) {
                 // A disk that fails: drain everything or refuse.
                 drop(st);
                 return self.flush_all();
