@@ -5,14 +5,13 @@ use super::*;
 use crate::engine::vocabulary::{event_type, event_type_str};
 
 impl Event {
-    /// The event whose text is `parts` written in `order` (into a buffer
-    /// of `capacity` bytes to start with).
+    /// The event whose text is `parts` written in `order`.
     ///
     /// The text is written into this thread's scratch buffer and then
     /// copied into an allocation of its exact size: shrinking an estimated
     /// one in place would leave a small freed tail behind every event,
     /// which the allocator cannot give back while the log lives.
-    fn assemble(parts: Parts<'_>, order: [EnvKey; 7], capacity: usize) -> Event {
+    fn assemble(parts: Parts<'_>, order: [EnvKey; 7]) -> Event {
         thread_local! {
             static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
         }
@@ -23,7 +22,6 @@ impl Event {
         let (text, at) = SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
             buf.clear();
-            buf.reserve(capacity);
             let at = write_envelope(&mut buf, order, &parts);
             let text = Box::<str>::from(buf.as_str());
             if buf.capacity() > KEEP {
@@ -80,7 +78,7 @@ impl Event {
             op: op.as_ref().map(Member::Value),
             ignorable,
         };
-        let e = Event::assemble(parts, order, 256);
+        let e = Event::assemble(parts, order);
         if !data.is_lossless() {
             e.mark_checked(Checked::LOSSY);
         }
@@ -89,8 +87,8 @@ impl Event {
 
     /// An event in `append` key order whose data and surface metadata the
     /// caller checked lossless (so it is marked so).
-    fn checked_lossless(parts: Parts<'_>, capacity: usize) -> Event {
-        let e = Event::assemble(parts, APPEND_ORDER, capacity);
+    fn checked_lossless(parts: Parts<'_>) -> Event {
+        let e = Event::assemble(parts, APPEND_ORDER);
         e.mark_checked(Checked::LOSSLESS);
         e
     }
@@ -106,13 +104,6 @@ impl Event {
         (sources, op): (Option<&Value>, Option<&Value>),
         ignorable: bool,
     ) -> Event {
-        // Room for the whole envelope, so the text is never moved:
-        // 16-digit seq and time, up to 17 bytes per source seq.
-        let capacity = data.len()
-            + ty.as_wtf8().len()
-            + 80
-            + sources.map_or(0, |s| 24 + 17 * s.as_array().map_or(4, Vec::len))
-            + op.map_or(0, |_| 64);
         let parts = Parts {
             ty,
             seq,
@@ -122,7 +113,7 @@ impl Event {
             op: op.map(Member::Value),
             ignorable,
         };
-        Event::checked_lossless(parts, capacity)
+        Event::checked_lossless(parts)
     }
 
     /// [`Event::with_canonical_data`] with the surface metadata given as
@@ -136,11 +127,6 @@ impl Event {
         (sources, op): (Option<&str>, Option<&str>),
         ignorable: bool,
     ) -> Event {
-        let capacity = data.len()
-            + sources.map_or(0, str::len)
-            + op.map_or(0, str::len)
-            + ty.as_wtf8().len()
-            + 128;
         let parts = Parts {
             ty,
             seq,
@@ -150,7 +136,7 @@ impl Event {
             op: op.map(Member::Text),
             ignorable,
         };
-        Event::checked_lossless(parts, capacity)
+        Event::checked_lossless(parts)
     }
 
     /// An event from stored text, without building a tree: `Ok` only when

@@ -19,7 +19,11 @@ struct Trio {
 
 impl Trio {
     fn new(tag: &str) -> Trio {
-        let dir = TempDir::new(tag);
+        Trio::on(TempDir::new(tag))
+    }
+
+    /// The three backends over `dir`.
+    fn on(dir: TempDir) -> Trio {
         let (sqlite, plain, zstd) = Trio::backends(&dir);
         Trio {
             dir,
@@ -47,13 +51,7 @@ impl Trio {
         } = self;
         // Each backend holds its store's lock until dropped.
         drop((sqlite, plain, zstd));
-        let (sqlite, plain, zstd) = Trio::backends(&dir);
-        Trio {
-            dir,
-            sqlite,
-            plain,
-            zstd,
-        }
+        Trio::on(dir)
     }
 
     fn each(&mut self) -> [(&'static str, &mut dyn Backend); 3] {
