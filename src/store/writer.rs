@@ -6,9 +6,10 @@
 //!
 //! Appends never wait for the disk: the append path only takes the queue
 //! lock to push `Arc`s. The writer holds that lock just long enough to take
-//! the queued events (O(1) per session) and, after writing, to record the
-//! result; serializing, compressing, fsyncing and dropping written batches
-//! all happen outside it.
+//! the queued events (O(1) per session, or O(the batch) for a bounded
+//! round; never O(the backlog): see `pending.rs`) and, after writing, to
+//! record the result; serializing, compressing, fsyncing and dropping
+//! written batches all happen outside it.
 //!
 //! Memory is bounded. When more than [`HIGH_WATER_EVENTS`] events are
 //! pending while the last write failed (a stalled disk), the next append
@@ -32,7 +33,10 @@ use crate::engine::Event;
 use crate::error::{Error, Result};
 use crate::json::Value;
 
+mod pending;
 mod round;
+
+use pending::Pending;
 
 pub use round::ROUND_BYTES;
 use round::{run, write_round};
@@ -111,71 +115,6 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         let mut waiting = self.0.count();
         *waiting = waiting.saturating_sub(1);
-    }
-}
-
-#[derive(Default)]
-struct Pending {
-    header: Option<Arc<Value>>,
-    materialized: bool,
-    /// A whole log handed over at once (a new session's seed), shared with
-    /// the session rather than copied; it comes before `events`.
-    seed: Option<Log>,
-    /// Queued events, in seq order, after `seed`.
-    events: Vec<Arc<Event>>,
-    /// The seq the next written event must have.
-    next_seq: u64,
-    /// Events handed to the writer so far / written durably so far.
-    enqueued: u64,
-    durable: u64,
-    /// The last write failure not yet reported to a flush.
-    failure: Option<Error>,
-    /// How many flushes saw a failure (lets a waiting flush notice one).
-    failures: u64,
-}
-
-impl Pending {
-    fn queued(&self) -> usize {
-        self.seed.as_ref().map_or(0, Log::len) + self.events.len()
-    }
-
-    fn queued_bytes(&self) -> usize {
-        self.seed.as_ref().map_or(0, text_bytes) + text_bytes(&self.events)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.seed.is_none() && self.events.is_empty()
-    }
-
-    /// Take everything queued, leaving the queue empty; with a `budget`,
-    /// take queued events (after a seed, which goes whole) only up to
-    /// about that many bytes of text, at least one.
-    fn take(&mut self, budget: Option<usize>) -> (Option<Log>, Vec<Arc<Event>>) {
-        let seed = self.seed.take();
-        let Some(budget) = budget else {
-            return (seed, std::mem::take(&mut self.events));
-        };
-        let mut bytes = 0;
-        let n = self
-            .events
-            .iter()
-            .take_while(|e| {
-                let first = bytes == 0;
-                bytes += e.text().len();
-                first || bytes <= budget
-            })
-            .count();
-        let rest = self.events.split_off(n);
-        (seed, std::mem::replace(&mut self.events, rest))
-    }
-
-    /// Put a batch that failed back in front of what arrived meanwhile.
-    fn put_back(&mut self, mut batch: Vec<Arc<Event>>) {
-        if let Some(seed) = self.seed.take() {
-            batch.extend(seed.iter().cloned());
-        }
-        batch.append(&mut self.events);
-        self.events = batch;
     }
 }
 
@@ -371,11 +310,15 @@ impl Writer {
         if self.thread.is_none() {
             return self.write_now(id, Batch::Slice(events));
         }
+        let lens: Vec<usize> = events.iter().map(|e| e.text().len()).collect();
+        let bytes = lens.iter().sum();
         let mut st = self.shared.lock();
         let p = st.session(id);
-        p.events.extend_from_slice(events);
+        for (e, len) in events.iter().zip(lens) {
+            p.push(e.clone(), len);
+        }
         p.enqueued += events.len() as u64;
-        st.queued(events.len(), text_bytes(events), &self.shared);
+        st.queued(events.len(), bytes, &self.shared);
         Ok(())
     }
 
@@ -388,16 +331,12 @@ impl Writer {
         if self.thread.is_none() {
             return self.write_now(id, Batch::Log(log));
         }
-        let shared = log.clone();
+        let bytes = text_bytes(log);
         let mut st = self.shared.lock();
         let p = st.session(id);
-        if p.is_empty() {
-            p.seed = Some(shared);
-        } else {
-            p.events.extend(log.iter().cloned());
-        }
+        p.push_log(log, bytes);
         p.enqueued += log.len() as u64;
-        st.queued(log.len(), text_bytes(log), &self.shared);
+        st.queued(log.len(), bytes, &self.shared);
         Ok(())
     }
 

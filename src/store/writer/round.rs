@@ -6,9 +6,8 @@
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
-use super::{check_continues, lock_backend, text_bytes, Shared, State};
-use crate::engine::session::Log;
-use crate::engine::Event;
+use super::pending::Taken;
+use super::{check_continues, lock_backend, Shared, State};
 use crate::error::Result;
 use crate::json::Value;
 
@@ -18,8 +17,7 @@ struct Job {
     header: Arc<Value>,
     materialized: bool,
     next_seq: u64,
-    seed: Option<Log>,
-    events: Vec<Arc<Event>>,
+    taken: Taken,
 }
 
 /// Write every pending batch (of `only`, or of all sessions) once.
@@ -41,14 +39,13 @@ pub(super) fn write_round(
         let Some(header) = p.header.clone() else {
             continue;
         };
-        let (seed, events) = p.take(budget);
+        let taken = p.take(budget);
         jobs.push(Job {
             id: id.clone(),
             header,
             materialized: p.materialized,
             next_seq: p.next_seq,
-            seed,
-            events,
+            taken,
         });
     }
     if jobs.is_empty() {
@@ -58,26 +55,21 @@ pub(super) fn write_round(
     drop(st);
     // Outside the queue lock: each batch becomes one slice, then is written.
     let mut results = Vec::with_capacity(jobs.len());
-    for job in &mut jobs {
-        if let Some(seed) = job.seed.take() {
-            let mut all = seed.to_vec();
-            all.append(&mut job.events);
-            job.events = all;
-        }
-    }
     {
         let mut backend = lock_backend(&shared.backend);
         for job in jobs {
-            let r = check_continues(&job.id, job.next_seq, &job.events)
-                .and_then(|()| backend.append(&job.header, &job.events, !job.materialized));
-            results.push((job.id, job.events, r));
+            let bytes = job.taken.bytes;
+            let events = job.taken.into_batch();
+            let r = check_continues(&job.id, job.next_seq, &events)
+                .and_then(|()| backend.append(&job.header, &events, !job.materialized));
+            results.push((job.id, events, bytes, r));
         }
     }
     let mut written = Vec::with_capacity(results.len());
     let mut st = shared.lock();
     st.busy = false;
     let mut first_error = None;
-    for (id, events, r) in results {
+    for (id, events, bytes, r) in results {
         let n = events.len();
         let p = st.session(&id);
         match r {
@@ -87,7 +79,7 @@ pub(super) fn write_round(
                 p.durable += n as u64;
                 p.failure = None;
                 st.pending = st.pending.saturating_sub(n);
-                st.pending_bytes = st.pending_bytes.saturating_sub(text_bytes(&events));
+                st.pending_bytes = st.pending_bytes.saturating_sub(bytes);
                 st.failing = false;
                 written.push(events);
             }

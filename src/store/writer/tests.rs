@@ -239,19 +239,72 @@ fn above_the_byte_mark_a_working_disk_is_waited_for_one_round() {
 
 #[test]
 fn a_bounded_take_keeps_order_and_takes_at_least_one_event() {
-    let mut p = Pending {
-        events: (0..10).map(event).collect(),
-        ..Pending::default()
-    };
-    let one = p.events[0].text().len();
-    let (_, first) = p.take(Some(0));
-    assert_eq!(first.len(), 1, "at least one event");
-    let (_, next) = p.take(Some(3 * one));
-    assert_eq!(next.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
-    let (_, rest) = p.take(None);
+    let mut p = Pending::default();
+    for e in (0..10).map(event) {
+        let len = e.text().len();
+        p.push(e, len);
+    }
+    let one = event(0).text().len();
+    assert_eq!(p.queued_bytes(), 10 * one);
+    let first = p.take(Some(0));
+    assert_eq!(first.events.len(), 1, "at least one event");
+    assert_eq!(first.bytes, one);
+    let next = p.take(Some(3 * one));
     assert_eq!(
-        rest.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        next.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(next.bytes, 3 * one);
+    assert_eq!(p.queued_bytes(), 6 * one);
+    let rest = p.take(None);
+    assert_eq!(
+        rest.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
         [4, 5, 6, 7, 8, 9]
+    );
+    assert_eq!(rest.bytes, 6 * one);
+    assert!(p.is_empty());
+    assert_eq!(p.queued_bytes(), 0);
+}
+
+#[test]
+fn a_queue_counts_its_bytes_through_seeds_takes_and_put_backs() {
+    let len = |e: &Arc<Event>| e.text().len();
+    let mut seed = Log::new();
+    for e in (0..3).map(event) {
+        seed.push(e);
+    }
+    let seed_bytes = text_bytes(&seed);
+    let mut p = Pending::default();
+    p.push_log(&seed, seed_bytes);
+    for e in (3..6).map(event) {
+        let n = len(&e);
+        p.push(e, n);
+    }
+    let all = seed_bytes + (3..6).map(|s| len(&event(s))).sum::<usize>();
+    assert_eq!(p.queued_bytes(), all);
+    assert_eq!(p.queued(), 6);
+
+    // The seed goes whole, then events up to the budget.
+    let taken = p.take(Some(1));
+    assert_eq!(taken.bytes, seed_bytes + len(&event(3)));
+    let batch = taken.into_batch();
+    assert_eq!(
+        batch.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+    assert_eq!(p.queued_bytes(), all - seed_bytes - len(&event(3)));
+
+    // A failed batch goes back in front of what arrived meanwhile.
+    let e6 = event(6);
+    let n6 = len(&e6);
+    p.push(e6, n6);
+    p.put_back(batch);
+    assert_eq!(p.queued_bytes(), all + n6);
+    let rest = p.take(None);
+    assert_eq!(rest.bytes, all + n6);
+    assert_eq!(
+        rest.into_batch().iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4, 5, 6]
     );
     assert!(p.is_empty());
 }
