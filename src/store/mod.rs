@@ -238,7 +238,8 @@ impl Store {
             }
         }
         let stored_len = stored.then_some(session.events().len() as u64);
-        self.writer.track(&id, session.header(), stored_len);
+        self.writer
+            .track(&id, session.header(), stored_len, session.is_windowed());
         if !stored {
             if let Err(e) = self.writer.enqueue_log(&id, session.events()) {
                 self.release(&id);

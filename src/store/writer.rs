@@ -14,13 +14,15 @@
 //! Memory is bounded. When more than [`HIGH_WATER_EVENTS`] events are
 //! pending while the last write failed (a stalled disk), the next append
 //! first waits until everything is written and is refused, changing
-//! nothing, if that write fails. When the pending events hold more than
-//! [`HIGH_WATER_BYTES`] of text on a working disk, an append waits for the
-//! writer's next round only: rounds take at most [`ROUND_BYTES`] of a
-//! session's backlog, so such a wait is one bounded write. Below that a
-//! writer slower than a burst of appends is never waited for: its backlog
-//! is the session's own events (shared, not copied), as in the reference,
-//! which has no cap at all.
+//! nothing, if that write fails. On a working disk a backlog of a resident
+//! session is the session's own events (shared, not copied): it costs the
+//! queue 16 bytes an event, and an append never waits for it, as in the
+//! reference, which has no cap at all. A windowed session evicts old
+//! events, so its pending events may be held by the queue alone: when
+//! windowed sessions' pending events hold more than [`HIGH_WATER_BYTES`]
+//! of text, an append waits for the writer's next round only. Rounds take
+//! at most [`ROUND_BYTES`] of a session's backlog, so such a wait is one
+//! bounded write.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -45,7 +47,8 @@ use round::{run, write_round};
 /// write failed.
 pub const HIGH_WATER_EVENTS: usize = 100_000;
 
-/// Bytes of pending event text above which an append always waits.
+/// Bytes of pending text of windowed sessions above which an append
+/// waits for the writer's next round.
 pub const HIGH_WATER_BYTES: usize = 512 << 20;
 
 /// The bytes of text of `events`.
@@ -123,6 +126,9 @@ struct State {
     /// Events queued and not yet written, and the bytes of their text.
     pending: usize,
     pending_bytes: usize,
+    /// The part of `pending_bytes` queued for windowed sessions: the only
+    /// pending text the queue alone may be keeping in memory.
+    windowed_bytes: usize,
     /// The last write failed (cleared by the next successful one).
     failing: bool,
     /// When the current window closes (None: nothing scheduled).
@@ -147,10 +153,14 @@ impl State {
         self.sessions.get_mut(id).expect("inserted above")
     }
 
-    /// Count `n` newly queued events and open a window if none is open.
-    fn queued(&mut self, n: usize, bytes: usize, shared: &Shared) {
+    /// Count `n` newly queued events (of a windowed session or not) and
+    /// open a window if none is open.
+    fn queued(&mut self, n: usize, bytes: usize, windowed: bool, shared: &Shared) {
         self.pending += n;
         self.pending_bytes += bytes;
+        if windowed {
+            self.windowed_bytes += bytes;
+        }
         self.paused = false;
         if self.deadline.is_none() {
             self.deadline = Some(Instant::now() + shared.window);
@@ -220,6 +230,7 @@ impl Writer {
                 sessions: HashMap::new(),
                 pending: 0,
                 pending_bytes: 0,
+                windowed_bytes: 0,
                 failing: false,
                 deadline: None,
                 urgent: false,
@@ -247,12 +258,15 @@ impl Writer {
     }
 
     /// Start tracking a live session. `stored` is the length of its log in
-    /// the backend (0 and not materialized for a new session).
-    pub fn track(&self, id: &str, header: &Value, stored: Option<u64>) {
+    /// the backend (0 and not materialized for a new session); `windowed`:
+    /// the session evicts old events, so its backlog counts towards the
+    /// byte mark.
+    pub fn track(&self, id: &str, header: &Value, stored: Option<u64>, windowed: bool) {
         let header = Arc::new(header.clone());
         let mut st = self.shared.lock();
         let p = st.session(id);
         p.header = Some(header);
+        p.windowed = windowed;
         p.materialized = stored.is_some();
         p.next_seq = stored.unwrap_or(0);
     }
@@ -273,6 +287,9 @@ impl Writer {
         if let Some(p) = &removed {
             st.pending = st.pending.saturating_sub(p.queued());
             st.pending_bytes = st.pending_bytes.saturating_sub(p.queued_bytes());
+            if p.windowed {
+                st.windowed_bytes = st.windowed_bytes.saturating_sub(p.queued_bytes());
+            }
         }
         drop(st);
         drop(removed);
@@ -290,11 +307,11 @@ impl Writer {
                 drop(st);
                 return self.flush_all();
             }
-            if st.pending_bytes < limits.bytes || self.thread.is_none() {
+            if st.windowed_bytes < limits.bytes || self.thread.is_none() {
                 return Ok(());
             }
-            // Too much text pending on a working disk: wait for the
-            // writer's next (bounded) round, not for the whole backlog.
+            // Too much text pending that only the queue may hold: wait for
+            // the writer's next (bounded) round, not for the whole backlog.
             st.urgent = true;
             self.shared.wake.notify_all();
             st = self.shared.wait_done(st);
@@ -318,7 +335,8 @@ impl Writer {
             p.push(e.clone(), len);
         }
         p.enqueued += events.len() as u64;
-        st.queued(events.len(), bytes, &self.shared);
+        let windowed = p.windowed;
+        st.queued(events.len(), bytes, windowed, &self.shared);
         Ok(())
     }
 
@@ -336,7 +354,8 @@ impl Writer {
         let p = st.session(id);
         p.push_log(log, bytes);
         p.enqueued += log.len() as u64;
-        st.queued(log.len(), bytes, &self.shared);
+        let windowed = p.windowed;
+        st.queued(log.len(), bytes, windowed, &self.shared);
         Ok(())
     }
 

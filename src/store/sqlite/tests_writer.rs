@@ -115,7 +115,7 @@ fn setup(tag: &str, window_ms: u64) -> (TempDir, Writer, SharedBackend, Arc<Prob
         probe: probe.clone(),
     })));
     let w = Writer::new(backend.clone(), window_ms);
-    w.track("s", &header("s"), None);
+    w.track("s", &header("s"), None, false);
     (dir, w, backend, probe)
 }
 

@@ -45,6 +45,9 @@ impl Taken {
 pub(super) struct Pending {
     pub header: Option<Arc<Value>>,
     pub materialized: bool,
+    /// The session evicts old events (its backlog may be held by the
+    /// queue alone).
+    pub windowed: bool,
     /// A whole log handed over at once (a new session's seed), shared with
     /// the session rather than copied; it comes before `events`.
     seed: Option<Log>,

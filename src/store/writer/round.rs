@@ -78,8 +78,12 @@ pub(super) fn write_round(
                 p.next_seq += n as u64;
                 p.durable += n as u64;
                 p.failure = None;
+                let windowed = p.windowed;
                 st.pending = st.pending.saturating_sub(n);
                 st.pending_bytes = st.pending_bytes.saturating_sub(bytes);
+                if windowed {
+                    st.windowed_bytes = st.windowed_bytes.saturating_sub(bytes);
+                }
                 st.failing = false;
                 written.push(events);
             }

@@ -76,7 +76,7 @@ fn setup(
     })));
     let header = Value::obj([("version", Value::Number(0.0)), ("id", Value::str("s"))]);
     let w = Writer::new(backend.clone(), window_ms);
-    w.track(header_id(&header), &header, None);
+    w.track(header_id(&header), &header, None, false);
     (w, backend, fail, writes, header)
 }
 
@@ -165,10 +165,16 @@ fn a_batch_that_does_not_continue_the_stored_log_is_refused_and_nothing_is_writt
 }
 
 /// A writer over a failing-on-demand backend with small high-water marks.
-fn limited(events: usize, bytes: usize) -> (Writer, SharedBackend, Arc<AtomicBool>) {
+/// A writer with high-water marks `events` / `bytes` (of a windowed
+/// session `s` when `windowed`) and a 60 s window.
+fn limited(
+    events: usize,
+    bytes: usize,
+    windowed: bool,
+) -> (Writer, SharedBackend, Arc<AtomicBool>) {
     let (_, backend, fail, _, header) = setup(60_000);
     let w = Writer::with_limits(backend.clone(), 60_000, Limits { events, bytes });
-    w.track(header_id(&header), &header, None);
+    w.track(header_id(&header), &header, None, windowed);
     (w, backend, fail)
 }
 
@@ -179,7 +185,7 @@ fn backlog() -> Vec<Arc<Event>> {
 
 #[test]
 fn a_healthy_backlog_is_never_waited_for() {
-    let (w, backend, _) = limited(100, usize::MAX);
+    let (w, backend, _) = limited(100, usize::MAX, false);
     w.enqueue("s", &backlog()).unwrap();
     w.reserve().unwrap();
     assert_eq!(
@@ -191,7 +197,7 @@ fn a_healthy_backlog_is_never_waited_for() {
 
 #[test]
 fn a_backlog_on_a_failing_disk_is_drained_or_refused() {
-    let (w, backend, fail) = limited(100, usize::MAX);
+    let (w, backend, fail) = limited(100, usize::MAX, false);
     w.enqueue("s", &backlog()).unwrap();
     fail.store(true, Ordering::SeqCst);
     assert!(w.flush_all().is_err(), "the disk fails");
@@ -210,15 +216,16 @@ fn a_backlog_on_a_failing_disk_is_drained_or_refused() {
 
 #[test]
 fn memory_is_bounded_by_the_byte_mark() {
-    let (w, backend, fail) = limited(usize::MAX, 10_000);
+    let (w, backend, fail) = limited(usize::MAX, 10_000, false);
     let batch = backlog();
     let bytes: usize = batch.iter().map(|e| e.text().len()).sum();
     assert!(bytes > 10_000);
     w.enqueue("s", &batch).unwrap();
     fail.store(true, Ordering::SeqCst);
+    assert!(w.flush_all().is_err(), "the disk fails");
     assert!(
         w.reserve().is_err(),
-        "above the byte mark: drain, which fails"
+        "above the byte mark with a failing disk: drain, which fails"
     );
     fail.store(false, Ordering::SeqCst);
     w.reserve().unwrap();
@@ -226,8 +233,8 @@ fn memory_is_bounded_by_the_byte_mark() {
 }
 
 #[test]
-fn above_the_byte_mark_a_working_disk_is_waited_for_one_round() {
-    let (w, backend, _) = limited(usize::MAX, 10_000);
+fn above_the_byte_mark_a_working_disk_is_waited_for_one_round_by_a_windowed_session() {
+    let (w, backend, _) = limited(usize::MAX, 10_000, true);
     w.enqueue("s", &backlog()).unwrap();
     w.reserve().unwrap();
     assert_eq!(
@@ -235,6 +242,28 @@ fn above_the_byte_mark_a_working_disk_is_waited_for_one_round() {
         1000,
         "the writer's round took the backlog"
     );
+    w.enqueue("s", &(1000..2000).map(event).collect::<Vec<_>>())
+        .unwrap();
+    w.reserve().unwrap();
+    assert_eq!(
+        stored_len(&backend),
+        2000,
+        "the mark counts again after a round"
+    );
+}
+
+#[test]
+fn a_resident_sessions_backlog_above_the_byte_mark_is_not_waited_for() {
+    let (w, backend, _) = limited(usize::MAX, 10_000, false);
+    w.enqueue("s", &backlog()).unwrap();
+    w.reserve().unwrap();
+    assert_eq!(
+        stored_len(&backend),
+        0,
+        "its events are the session's own: no wait on a working disk"
+    );
+    w.flush("s").unwrap();
+    assert_eq!(stored_len(&backend), 1000);
 }
 
 #[test]
