@@ -9,6 +9,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::faults::{self, Point};
 use super::layout::{io_error, is_absent};
 use crate::error::{Error, Result, Status};
 
@@ -170,28 +171,25 @@ pub fn open_append(path: &Path) -> Result<Option<File>> {
 
 /// Append what `write` writes to `file` durably. On failure the file is
 /// cut back to its previous size (and that is made durable) before the
-/// error returns. `fail` injects a failure after the write (tests).
+/// error returns; when that fails too, the error names both failures.
 pub fn append_durable(
     file: &File,
     path: &Path,
     write: impl FnOnce(&File) -> io::Result<()>,
-    fail: bool,
 ) -> Result<()> {
     let size = file
         .metadata()
         .map_err(|e| io_error("io.stat", path, &e))?
         .len();
-    let written = write(file).and_then(|()| {
-        if fail {
-            return Err(io::Error::other("injected fsync failure"));
-        }
-        file.sync_all()
-    });
+    let written = write(file)
+        .and_then(|()| faults::hit(Point::AppendSync, path))
+        .and_then(|()| file.sync_all());
     let Err(e) = written else { return Ok(()) };
-    let rollback = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .and_then(|f| f.set_len(size).and_then(|()| f.sync_all()));
+    let rollback = OpenOptions::new().write(true).open(path).and_then(|f| {
+        faults::hit(Point::RollbackTruncate, path)
+            .and_then(|()| f.set_len(size))
+            .and_then(|()| f.sync_all())
+    });
     Err(match rollback {
         Ok(()) => io_error("io.write", path, &e),
         Err(r) => Error::new(

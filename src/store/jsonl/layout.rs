@@ -7,6 +7,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::faults::{self, Point};
 use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Value};
@@ -138,7 +139,19 @@ pub fn is_absent(e: &io::Error) -> bool {
 
 /// Metadata of `path` (following links), `None` when absent.
 pub fn stat(path: &Path) -> Result<Option<fs::Metadata>> {
-    match fs::metadata(path) {
+    absent_as_none(fs::metadata(path), path)
+}
+
+/// [`stat`] at the fault injection point `point`.
+pub fn stat_at(point: Point, path: &Path) -> Result<Option<fs::Metadata>> {
+    absent_as_none(
+        faults::hit(point, path).and_then(|()| fs::metadata(path)),
+        path,
+    )
+}
+
+fn absent_as_none(stat: io::Result<fs::Metadata>, path: &Path) -> Result<Option<fs::Metadata>> {
+    match stat {
         Ok(m) => Ok(Some(m)),
         Err(e) if is_absent(&e) => Ok(None),
         Err(e) => Err(io_error("io.stat", path, &e)),

@@ -4,6 +4,7 @@
 //! or as one checksummed Zstandard frame per batch.
 
 mod batch;
+mod faults;
 mod fsio;
 mod header;
 mod layout;
@@ -17,6 +18,8 @@ mod zstd_frames;
 mod tests;
 #[cfg(test)]
 mod tests_crash;
+#[cfg(test)]
+mod tests_faults;
 #[cfg(test)]
 mod tests_layout;
 #[cfg(test)]
@@ -73,8 +76,6 @@ pub struct JsonlBackend {
     /// windowed session's old events are read without reading the file.
     marks: HashMap<String, range::Marks>,
     scratch: batch::Scratch,
-    #[cfg(test)]
-    fail_next_sync: bool,
 }
 
 impl JsonlBackend {
@@ -94,8 +95,6 @@ impl JsonlBackend {
             logs: HashMap::new(),
             marks: HashMap::new(),
             scratch: batch::Scratch::default(),
-            #[cfg(test)]
-            fail_next_sync: false,
         })
     }
 
@@ -236,16 +235,12 @@ impl JsonlBackend {
             }
             self.logs.get_mut(segment).expect("state exists").file = Some(open);
         }
-        #[cfg(test)]
-        let fail = std::mem::take(&mut self.fail_next_sync);
-        #[cfg(not(test))]
-        let fail = false;
         let compression = self.compression;
         let scratch = &mut self.scratch;
         let state = self.logs.get_mut(segment).expect("state exists");
         let file = state.file.as_ref().expect("opened above");
         let write = |file: &File| batch::write_batch(file, events, compression, scratch);
-        let result = fsio::append_durable(file, &state.path, write, fail);
+        let result = fsio::append_durable(file, &state.path, write);
         match result {
             Ok(()) => state.next = Some(events[events.len() - 1].seq + 1),
             Err(_) => state.file = None,
@@ -295,7 +290,7 @@ impl Backend for JsonlBackend {
                 }
                 layout::check_encoding(&path, self.compression)?;
                 let log = path.join(layout::log_name(self.compression));
-                let Some(meta) = layout::stat(&log)? else {
+                let Some(meta) = layout::stat_at(faults::Point::ListStat, &log)? else {
                     continue;
                 };
                 if !seen_files.insert((meta.dev(), meta.ino())) {
@@ -390,14 +385,15 @@ impl Backend for JsonlBackend {
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
         let segment = encode_segment(&JsString::from_str(id))?;
         if let Some(state) = self.logs.get(&segment) {
-            if let Some(meta) = layout::stat(&state.path)? {
+            if let Some(meta) = layout::stat_at(faults::Point::RevisionStat, &state.path)? {
                 return Ok(Some(layout::revision_of(&meta)));
             }
         }
         let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
             return Ok(None);
         };
-        Ok(layout::stat(&path)?.map(|m| layout::revision_of(&m)))
+        let meta = layout::stat_at(faults::Point::RevisionStat, &path)?;
+        Ok(meta.map(|m| layout::revision_of(&m)))
     }
 
     fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {

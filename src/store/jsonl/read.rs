@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc;
 
+use super::faults::{self, Point};
 use super::header::{read_header, Mode};
 use super::layout::{io_error, is_absent, revision_of};
 use super::range::Marks;
@@ -18,7 +19,7 @@ use crate::json::Value;
 use crate::store::backend::Torn;
 
 /// How often a read retries while the file keeps changing under it.
-const STABLE_TRIES: usize = 100;
+pub(super) const STABLE_TRIES: usize = 100;
 
 /// A decoded log (before the identity check, which needs the path).
 #[derive(Debug)]
@@ -52,7 +53,7 @@ pub fn stable_read(path: &Path) -> Result<Option<(Vec<u8>, String)>> {
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => return Err(io_error("io.read", path, &e)),
         };
-        let after = match fs::metadata(path) {
+        let after = match faults::hit(Point::ReadRestat, path).and_then(|()| fs::metadata(path)) {
             Ok(m) => revision_of(&m),
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => return Err(io_error("io.stat", path, &e)),

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use super::faults::{self, Point};
 use super::header::{read_header, Mode};
 use super::layout::{io_error, revision_of};
 use super::range::Marks;
@@ -166,7 +167,8 @@ pub fn stream_log(
     }
     let clean =
         pending.is_empty() && scanner.at_line_start() && scanner.committed == scanner.consumed;
-    let after = revision_of(&std::fs::metadata(path).map_err(|e| io_error("io.stat", path, &e))?);
+    let after = faults::hit(Point::StreamRestat, path).and_then(|()| std::fs::metadata(path));
+    let after = revision_of(&after.map_err(|e| io_error("io.stat", path, &e))?);
     match header {
         Some(header) if clean && after == before => Ok(Some(StreamEnd {
             header,

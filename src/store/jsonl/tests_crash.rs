@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::tests::{assert_same, ev, header, sample_events, TempRoot, BOTH};
+use super::tests_faults::fail_next_sync;
 use super::*;
 
-fn log_path(root: &TempRoot, id: &str, compression: Compression) -> PathBuf {
+pub(super) fn log_path(root: &TempRoot, id: &str, compression: Compression) -> PathBuf {
     root.0
         .join("_no-cwd")
         .join(id)
@@ -242,16 +243,18 @@ fn a_failed_append_is_rolled_back_and_can_be_retried() {
         b.append(&h, &events[..10], true).unwrap();
         let path = log_path(&root, "r", compression);
         let before = fs::read(&path).unwrap();
-        b.fail_next_sync = true;
+        let fail = fail_next_sync();
         let e = b.append(&h, &events[10..], false).unwrap_err();
+        drop(fail);
         assert_eq!((e.rule, e.status), ("io.write", Status::Io));
         assert_eq!(fs::read(&path).unwrap(), before);
         b.append(&h, &events[10..], false).unwrap();
         // A batch large enough to be written in chunks by the helper thread.
         let big = big_events(events.len() as u64, 3000, 1000);
         let before = fs::read(&path).unwrap();
-        b.fail_next_sync = true;
+        let fail = fail_next_sync();
         assert_eq!(b.append(&h, &big, false).unwrap_err().rule, "io.write");
+        drop(fail);
         assert_eq!(fs::read(&path).unwrap(), before);
         b.append(&h, &big, false).unwrap();
         events.extend(big);
