@@ -13,6 +13,7 @@
 //! does not report a birth time.
 
 mod ahead;
+mod faults;
 mod file;
 mod load;
 mod rows;

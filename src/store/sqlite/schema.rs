@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
+use super::faults::{self, Point};
 use crate::error::{Error, Result, Status};
 
 /// `PRAGMA application_id` of a schema-17 database (0x44534850, "DSHP").
@@ -297,8 +298,10 @@ fn check_or_initialize(conn: &mut Connection) -> Result<()> {
 /// Step 5: `journal_mode = WAL`, retrying SQLITE_BUSY every ≤ 10 ms until
 /// `busy` after the open started.
 fn select_wal(conn: &Connection, memory: bool, started: Instant, busy: Duration) -> Result<()> {
-    let mode = loop {
-        let result = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0));
+    let cutoff = started + busy;
+    let mode: String = loop {
+        let result = faults::hit(Point::JournalMode { cutoff })
+            .and_then(|()| conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)));
         match result {
             Ok(mode) => break mode,
             Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
