@@ -295,8 +295,14 @@ fn check_or_initialize(conn: &mut Connection) -> Result<()> {
     tx.commit().map_err(sql_err)
 }
 
+/// The pause between two busy `journal_mode` attempts (at most the rest
+/// of the budget).
+const JOURNAL_RETRY_PAUSE: Duration = Duration::from_millis(10);
+
 /// Step 5: `journal_mode = WAL`, retrying SQLITE_BUSY every ≤ 10 ms until
-/// `busy` after the open started.
+/// `busy` after the open started: no attempt starts at or after that
+/// cutoff, so a pause that reaches it ends the retries. Other failures are
+/// reported at once.
 fn select_wal(conn: &Connection, memory: bool, started: Instant, busy: Duration) -> Result<()> {
     let cutoff = started + busy;
     let mode: String = loop {
@@ -305,11 +311,14 @@ fn select_wal(conn: &Connection, memory: bool, started: Instant, busy: Duration)
         match result {
             Ok(mode) => break mode,
             Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
-                let elapsed = started.elapsed();
-                if elapsed >= busy {
+                let left = cutoff.saturating_duration_since(Instant::now());
+                if left.is_zero() {
                     return Err(sql_err(e));
                 }
-                std::thread::sleep((busy - elapsed).min(Duration::from_millis(10)));
+                std::thread::sleep(left.min(JOURNAL_RETRY_PAUSE));
+                if Instant::now() >= cutoff {
+                    return Err(sql_err(e));
+                }
             }
             Err(e) => return Err(sql_err(e)),
         }
