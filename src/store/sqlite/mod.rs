@@ -26,6 +26,8 @@ mod tests_damage;
 #[cfg(test)]
 mod tests_differential;
 #[cfg(test)]
+mod tests_faults;
+#[cfg(test)]
 mod tests_load;
 #[cfg(test)]
 mod tests_open;
