@@ -3,24 +3,32 @@
 //! Everything here runs under the queue lock that appends take, so every
 //! operation the writer's rounds use is O(1) or O(the batch it takes),
 //! never O(the backlog): the queue keeps its text byte count and each
-//! queued event's text length next to the events, so neither a round's
+//! queued event's text length next to the event, so neither a round's
 //! budget nor the bookkeeping after a write dereferences queued events
-//! (each one a likely cache miss).
+//! (each one a likely cache miss). Events are queued in blocks of
+//! [`BLOCK`], so a backlog of any length never reallocates or moves what
+//! it holds: the append that crosses a power of two would otherwise copy
+//! the whole queue into new pages.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::text_bytes;
 use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::Error;
 use crate::json::Value;
 
+/// Queued events per block.
+const BLOCK: usize = 4096;
+
+/// A queued event and the length of its text.
+type Item = (Arc<Event>, usize);
+
 /// What one round takes from a queue: a seed (whole), then events in seq
 /// order, and the bytes of their text.
 pub(super) struct Taken {
     pub seed: Option<Log>,
-    pub events: VecDeque<Arc<Event>>,
+    blocks: VecDeque<Vec<Item>>,
     pub bytes: usize,
 }
 
@@ -28,15 +36,16 @@ impl Taken {
     /// The taken events as one slice-able batch (seed first). Call outside
     /// the queue lock: it copies the handles of the batch.
     pub fn into_batch(self) -> Vec<Arc<Event>> {
-        match self.seed {
-            None => Vec::from(self.events),
-            Some(seed) => {
-                let mut all = Vec::with_capacity(seed.len() + self.events.len());
-                all.extend(seed.iter().cloned());
-                all.extend(self.events);
-                all
-            }
+        let queued: usize = self.blocks.iter().map(Vec::len).sum();
+        let seeded = self.seed.as_ref().map_or(0, Log::len);
+        let mut all = Vec::with_capacity(seeded + queued);
+        if let Some(seed) = self.seed {
+            all.extend(seed.iter().cloned());
         }
+        for block in self.blocks {
+            all.extend(block.into_iter().map(|(e, _)| e));
+        }
+        all
     }
 }
 
@@ -49,15 +58,16 @@ pub(super) struct Pending {
     /// queue alone).
     pub windowed: bool,
     /// A whole log handed over at once (a new session's seed), shared with
-    /// the session rather than copied; it comes before `events`.
+    /// the session rather than copied; it comes before `blocks`.
     seed: Option<Log>,
     /// The text bytes of `seed`.
     seed_bytes: usize,
-    /// Queued events, in seq order, after `seed`.
-    events: VecDeque<Arc<Event>>,
-    /// The text length of each event of `events`.
-    lens: VecDeque<usize>,
-    /// The text bytes of `seed` and `events`.
+    /// Queued events, in seq order, after `seed`: blocks of at most
+    /// [`BLOCK`], none empty.
+    blocks: VecDeque<Vec<Item>>,
+    /// Events in `blocks`.
+    queued: usize,
+    /// The text bytes of `seed` and `blocks`.
     bytes: usize,
     /// The seq the next written event must have.
     pub next_seq: u64,
@@ -73,7 +83,7 @@ pub(super) struct Pending {
 impl Pending {
     /// Events queued.
     pub fn queued(&self) -> usize {
-        self.seed.as_ref().map_or(0, Log::len) + self.events.len()
+        self.seed.as_ref().map_or(0, Log::len) + self.queued
     }
 
     /// Text bytes queued (O(1)).
@@ -83,13 +93,20 @@ impl Pending {
 
     /// Nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.seed.is_none() && self.events.is_empty()
+        self.seed.is_none() && self.queued == 0
     }
 
     /// Queue `event`, whose text is `len` bytes long.
     pub fn push(&mut self, event: Arc<Event>, len: usize) {
-        self.events.push_back(event);
-        self.lens.push_back(len);
+        match self.blocks.back_mut() {
+            Some(block) if block.len() < BLOCK => block.push((event, len)),
+            _ => {
+                let mut block = Vec::with_capacity(BLOCK);
+                block.push((event, len));
+                self.blocks.push_back(block);
+            }
+        }
+        self.queued += 1;
         self.bytes += len;
     }
 
@@ -115,37 +132,42 @@ impl Pending {
         let seed = self.seed.take();
         let seed_bytes = std::mem::take(&mut self.seed_bytes);
         let Some(budget) = budget else {
-            self.lens.clear();
+            self.queued = 0;
             return Taken {
                 seed,
-                events: std::mem::take(&mut self.events),
+                blocks: std::mem::take(&mut self.blocks),
                 bytes: std::mem::take(&mut self.bytes),
             };
         };
         let mut bytes = 0;
-        let n = self
-            .lens
-            .iter()
-            .take_while(|&&len| {
-                let first = bytes == 0;
-                let fits = first || bytes + len <= budget;
-                if fits {
-                    bytes += len;
-                }
-                fits
-            })
-            .count();
-        let events = if n == self.events.len() {
-            std::mem::take(&mut self.events)
-        } else {
-            self.events.drain(..n).collect()
-        };
-        self.lens.drain(..n);
+        let mut blocks = VecDeque::new();
+        while let Some(front) = self.blocks.front_mut() {
+            // The events of this block that fit, at least one overall.
+            let n = front
+                .iter()
+                .take_while(|&&(_, len)| {
+                    let fits = bytes == 0 || bytes + len <= budget;
+                    if fits {
+                        bytes += len;
+                    }
+                    fits
+                })
+                .count();
+            if n == front.len() {
+                blocks.extend(self.blocks.pop_front());
+                continue;
+            }
+            if n > 0 {
+                blocks.push_back(front.drain(..n).collect());
+            }
+            break;
+        }
+        self.queued -= blocks.iter().map(Vec::len).sum::<usize>();
         let bytes = seed_bytes + bytes;
         self.bytes -= bytes;
         Taken {
             seed,
-            events,
+            blocks,
             bytes,
         }
     }
@@ -153,14 +175,20 @@ impl Pending {
     /// Put a batch that failed back in front of what arrived meanwhile
     /// (the failure path: it may touch every event).
     pub fn put_back(&mut self, batch: Vec<Arc<Event>>) {
-        let mut events = VecDeque::from(batch);
-        if let Some(seed) = self.seed.take() {
-            events.extend(seed.iter().cloned());
-        }
+        let seed = self.seed.take();
         self.seed_bytes = 0;
-        events.append(&mut self.events);
-        self.lens = events.iter().map(|e| e.text().len()).collect();
-        self.bytes = text_bytes(&events);
-        self.events = events;
+        let after = std::mem::take(&mut self.blocks);
+        self.queued = 0;
+        self.bytes = 0;
+        let seeded = seed.iter().flat_map(|s| s.iter().cloned());
+        for e in batch.into_iter().chain(seeded) {
+            let len = e.text().len();
+            self.push(e, len);
+        }
+        for block in after {
+            for (e, len) in block {
+                self.push(e, len);
+            }
+        }
     }
 }

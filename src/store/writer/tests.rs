@@ -1,4 +1,5 @@
 //! Tests of `writer`.
+use super::pending::Taken;
 use super::*;
 use crate::engine::event::APPEND_ORDER;
 use crate::json::JsString;
@@ -276,21 +277,16 @@ fn a_bounded_take_keeps_order_and_takes_at_least_one_event() {
     let one = event(0).text().len();
     assert_eq!(p.queued_bytes(), 10 * one);
     let first = p.take(Some(0));
-    assert_eq!(first.events.len(), 1, "at least one event");
     assert_eq!(first.bytes, one);
+    assert_eq!(first.into_batch().len(), 1, "at least one event");
     let next = p.take(Some(3 * one));
-    assert_eq!(
-        next.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        [1, 2, 3]
-    );
     assert_eq!(next.bytes, 3 * one);
+    let seqs = |t: Taken| t.into_batch().iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(next), [1, 2, 3]);
     assert_eq!(p.queued_bytes(), 6 * one);
     let rest = p.take(None);
-    assert_eq!(
-        rest.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        [4, 5, 6, 7, 8, 9]
-    );
     assert_eq!(rest.bytes, 6 * one);
+    assert_eq!(seqs(rest), [4, 5, 6, 7, 8, 9]);
     assert!(p.is_empty());
     assert_eq!(p.queued_bytes(), 0);
 }
@@ -336,4 +332,37 @@ fn a_queue_counts_its_bytes_through_seeds_takes_and_put_backs() {
         [0, 1, 2, 3, 4, 5, 6]
     );
     assert!(p.is_empty());
+}
+
+#[test]
+fn a_long_queue_is_taken_across_its_blocks_in_order() {
+    let mut p = Pending::default();
+    let n = 10_000;
+    let one = event(0).text().len();
+    for seq in 0..n {
+        let e = event(seq);
+        let len = e.text().len();
+        p.push(e, len);
+    }
+    assert_eq!(p.queued(), n as usize);
+    let mut seen = Vec::new();
+    // Budgets that end inside blocks, across block ends, and take all.
+    for budget in [Some(one * 5000), Some(one * 3), Some(one * 4100), None] {
+        let taken = p.take(budget);
+        let bytes = taken.bytes;
+        let batch = taken.into_batch();
+        let texts: usize = batch.iter().map(|e| e.text().len()).sum();
+        assert_eq!(bytes, texts, "the bytes taken are the batch's");
+        if let Some(b) = budget {
+            assert!(texts <= b.max(one * 2));
+        }
+        seen.extend(batch.iter().map(|e| e.seq));
+    }
+    assert_eq!(
+        seen,
+        (0..n).collect::<Vec<_>>(),
+        "every event once, in order"
+    );
+    assert!(p.is_empty());
+    assert_eq!(p.queued_bytes(), 0);
 }
