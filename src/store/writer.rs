@@ -327,11 +327,13 @@ impl Writer {
         if self.thread.is_none() {
             return self.write_now(id, Batch::Slice(events));
         }
-        let lens: Vec<usize> = events.iter().map(|e| e.text().len()).collect();
-        let bytes = lens.iter().sum();
         let mut st = self.shared.lock();
         let p = st.session(id);
-        for (e, len) in events.iter().zip(lens) {
+        let mut bytes = 0;
+        for e in events {
+            // Events the caller just made: their text length is in cache.
+            let len = e.text().len();
+            bytes += len;
             p.push(e.clone(), len);
         }
         p.enqueued += events.len() as u64;
