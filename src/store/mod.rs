@@ -7,6 +7,8 @@ pub mod backend;
 pub mod chunk_rows;
 mod config;
 pub mod convert;
+#[cfg(test)]
+mod faults;
 pub mod jsonl;
 pub mod memory;
 mod restore;

@@ -40,46 +40,24 @@ pub fn hit(_point: Point, _path: &Path) -> io::Result<()> {
 /// error stands for the failure of the step that follows.
 #[cfg(test)]
 pub fn hit(point: Point, path: &Path) -> io::Result<()> {
-    // Taken out while it runs, so a hook may use the backend's helpers.
-    let hook = HOOK.with(|h| h.borrow_mut().take());
-    let Some(mut hook) = hook else {
-        return Ok(());
-    };
-    let result = hook(point, path);
-    HOOK.with(|h| {
-        let mut slot = h.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(hook);
-        }
-    });
-    result
+    crate::store::faults::hit(&HOOK, (point, path.to_path_buf()))
 }
-
-/// A test hook: called at every [`Point`] with the path concerned.
-#[cfg(test)]
-type Hook = Box<dyn FnMut(Point, &Path) -> io::Result<()>>;
 
 #[cfg(test)]
 thread_local! {
-    static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
+    static HOOK: crate::store::faults::Slot<(Point, std::path::PathBuf), io::Error> =
+        const { crate::store::faults::Slot::new() };
 }
 
 /// Keeps a hook installed on this thread; dropping it removes the hook.
 #[cfg(test)]
-#[must_use = "the hook is removed when this guard drops"]
-pub struct Installed(());
+pub type Installed = crate::store::faults::Installed<(Point, std::path::PathBuf), io::Error>;
 
+/// Install `hook`, called at every [`Point`] with the path concerned, on
+/// the calling thread (replacing any other) until the returned guard drops.
 #[cfg(test)]
-impl Drop for Installed {
-    fn drop(&mut self) {
-        HOOK.with(|h| h.borrow_mut().take());
-    }
-}
-
-/// Install `hook` on the calling thread (replacing any other) until the
-/// returned guard drops.
-#[cfg(test)]
-pub fn install(hook: impl FnMut(Point, &Path) -> io::Result<()> + 'static) -> Installed {
-    HOOK.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
-    Installed(())
+pub fn install(mut hook: impl FnMut(Point, &Path) -> io::Result<()> + 'static) -> Installed {
+    crate::store::faults::install(&HOOK, move |(point, path): (Point, std::path::PathBuf)| {
+        hook(point, &path)
+    })
 }

@@ -33,46 +33,22 @@ pub fn hit(_point: Point) -> rusqlite::Result<()> {
 /// for the failure of the statement that follows, which then does not run.
 #[cfg(test)]
 pub fn hit(point: Point) -> rusqlite::Result<()> {
-    // Taken out while it runs, so a hook may use the backend itself.
-    let hook = HOOK.with(|h| h.borrow_mut().take());
-    let Some(mut hook) = hook else {
-        return Ok(());
-    };
-    let result = hook(point);
-    HOOK.with(|h| {
-        let mut slot = h.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(hook);
-        }
-    });
-    result
+    crate::store::faults::hit(&HOOK, point)
 }
-
-/// A test hook: called at every [`Point`].
-#[cfg(test)]
-type Hook = Box<dyn FnMut(Point) -> rusqlite::Result<()>>;
 
 #[cfg(test)]
 thread_local! {
-    static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
+    static HOOK: crate::store::faults::Slot<Point, rusqlite::Error> =
+        const { crate::store::faults::Slot::new() };
 }
 
 /// Keeps a hook installed on this thread; dropping it removes the hook.
 #[cfg(test)]
-#[must_use = "the hook is removed when this guard drops"]
-pub struct Installed(());
+pub type Installed = crate::store::faults::Installed<Point, rusqlite::Error>;
 
-#[cfg(test)]
-impl Drop for Installed {
-    fn drop(&mut self) {
-        HOOK.with(|h| h.borrow_mut().take());
-    }
-}
-
-/// Install `hook` on the calling thread (replacing any other) until the
-/// returned guard drops.
+/// Install `hook`, called at every [`Point`], on the calling thread
+/// (replacing any other) until the returned guard drops.
 #[cfg(test)]
 pub fn install(hook: impl FnMut(Point) -> rusqlite::Result<()> + 'static) -> Installed {
-    HOOK.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
-    Installed(())
+    crate::store::faults::install(&HOOK, hook)
 }

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use rusqlite::ffi;
 
 use super::faults::{self, Installed, Point};
-use super::tests::{header, open, plain, values, TempDir};
+use super::tests::{open, values};
+use super::tests_open::with_session;
 use super::*;
 
 /// The shortest pause accepted between two busy attempts. The spec bounds
@@ -55,17 +56,6 @@ fn journal(
         answer(n, cutoff)
     });
     (hook, attempts)
-}
-
-/// A closed database holding one session `s` of two events.
-fn with_session(tag: &str) -> (TempDir, Vec<Arc<Event>>) {
-    let dir = TempDir::new(tag);
-    let events = vec![
-        plain(0, "turn/start", r#"{"turn":1}"#, ""),
-        plain(1, "turn/end", r#"{"turn":1}"#, ""),
-    ];
-    open(&dir.db()).append(&header("s"), &events, true).unwrap();
-    (dir, events)
 }
 
 /// The gaps between consecutive attempts.

@@ -16,7 +16,7 @@ fn journal_mode(conn: &rusqlite::Connection) -> String {
 }
 
 /// A database holding one session `s` of two events, closed.
-fn with_session(tag: &str) -> (TempDir, Vec<Arc<Event>>) {
+pub(super) fn with_session(tag: &str) -> (TempDir, Vec<Arc<Event>>) {
     let dir = TempDir::new(tag);
     let events = vec![
         plain(0, "turn/start", r#"{"turn":1}"#, ""),
