@@ -366,3 +366,70 @@ fn a_long_queue_is_taken_across_its_blocks_in_order() {
     assert!(p.is_empty());
     assert_eq!(p.queued_bytes(), 0);
 }
+
+/// Random pushes, bounded and whole takes and put-backs of a failed batch
+/// against a plain model queue: same events in the same order, same byte
+/// counts, across block boundaries.
+#[test]
+fn a_queue_matches_a_plain_model_under_random_operations() {
+    use crate::test_rng::Rng;
+    use std::collections::VecDeque;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Events of a few lengths, so budgets end at varied places.
+    let events: Vec<Arc<Event>> = (0..64).map(|s| event(s * 1_000_003)).collect();
+    let mut p = Pending::default();
+    let mut model: VecDeque<Arc<Event>> = VecDeque::new();
+    for step in 0..3000 {
+        match rng.below(10) {
+            0..=5 => {
+                for _ in 0..rng.below(3000) {
+                    let e = rng.pick(&events).clone();
+                    let len = e.text().len();
+                    p.push(e.clone(), len);
+                    model.push_back(e);
+                }
+            }
+            6..=8 => {
+                let budget = (rng.below(4) > 0).then(|| rng.below(200_000));
+                let taken = p.take(budget);
+                let bytes = taken.bytes;
+                let batch = taken.into_batch();
+                let mut want = Vec::new();
+                let mut sum = 0;
+                while let Some(e) = model.front() {
+                    let len = e.text().len();
+                    let fits = want.is_empty() || budget.is_none_or(|b| sum + len <= b);
+                    if !fits {
+                        break;
+                    }
+                    sum += len;
+                    want.push(model.pop_front().expect("front"));
+                }
+                assert_eq!(bytes, sum, "step {step}: bytes taken");
+                assert!(
+                    batch.iter().zip(&want).all(|(a, b)| Arc::ptr_eq(a, b))
+                        && batch.len() == want.len(),
+                    "step {step}: the batch is the model's front"
+                );
+                if rng.below(3) == 0 {
+                    // The write failed: back in front of what came since.
+                    for e in (0..rng.below(50)).map(|_| rng.pick(&events).clone()) {
+                        let len = e.text().len();
+                        p.push(e.clone(), len);
+                        model.push_back(e);
+                    }
+                    for e in want.into_iter().rev() {
+                        model.push_front(e);
+                    }
+                    p.put_back(batch);
+                }
+            }
+            _ => {}
+        }
+        let model_bytes: usize = model.iter().map(|e| e.text().len()).sum();
+        assert_eq!(p.queued(), model.len(), "step {step}: queued events");
+        assert_eq!(p.queued_bytes(), model_bytes, "step {step}: queued bytes");
+    }
+    let rest = p.take(None).into_batch();
+    assert!(rest.iter().zip(&model).all(|(a, b)| Arc::ptr_eq(a, b)) && rest.len() == model.len());
+}
