@@ -4,6 +4,11 @@
 //! barrier. A failed write keeps its events (in order) for the next try and
 //! pauses automatic writing until the next append or flush.
 //!
+//! When the writer is between rounds, a flush writes its session's events
+//! on the flushing thread itself (waking the writer and waiting for its
+//! answer would add two thread hand-offs to the barrier); otherwise it
+//! waits for the round in progress. Rounds never overlap (`State::busy`).
+//!
 //! Appends never wait for the disk: the append path only takes the queue
 //! lock to push `Arc`s. The writer holds that lock just long enough to take
 //! the queued events (O(1) per session, or O(the batch) for a bounded
@@ -461,8 +466,21 @@ impl Writer {
             if hurry.is_none() {
                 hurry = Some(self.shared.hurry.enter());
             }
-            st.urgent = true;
             st.paused = false;
+            let writable = targets.iter().any(|(id, _, _)| {
+                st.sessions
+                    .get(id)
+                    .is_some_and(|p| !p.is_empty() && p.header.is_some())
+            });
+            if !st.busy && writable {
+                // The writer is between rounds: write here. Waking it and
+                // waiting for its answer costs two thread hand-offs, which
+                // on a loaded machine are a good part of a flush.
+                let _ = write_round(&self.shared, st, only, None);
+                st = self.shared.lock();
+                continue;
+            }
+            st.urgent = true;
             self.shared.wake.notify_all();
             st = self.shared.wait_done(st);
         }

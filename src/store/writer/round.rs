@@ -112,6 +112,11 @@ pub(super) fn run(shared: &Shared) {
             return;
         }
         let due = st.urgent || st.deadline.is_some_and(|d| Instant::now() >= d);
+        if due && st.busy {
+            // A flushing thread is writing a round itself.
+            st = shared.wait_done(st);
+            continue;
+        }
         if due && !st.paused {
             st.urgent = false;
             st.deadline = None;

@@ -14,6 +14,11 @@ struct Flaky {
     writes: Arc<AtomicUsize>,
 }
 
+thread_local! {
+    /// Batches a `Flaky` backend wrote on this thread.
+    static WRITES_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Backend for Flaky {
     fn name(&self) -> &'static str {
         "flaky"
@@ -32,6 +37,7 @@ impl Backend for Flaky {
             return Err(Error::new(crate::Status::Io, "io.write", "disk on fire"));
         }
         self.writes.fetch_add(1, Ordering::SeqCst);
+        WRITES_HERE.with(|w| w.set(w.get() + 1));
         self.inner.append(header, events, materialize)
     }
     fn delete(&mut self, id: &str) -> Result<bool> {
@@ -432,4 +438,27 @@ fn a_queue_matches_a_plain_model_under_random_operations() {
     }
     let rest = p.take(None).into_batch();
     assert!(rest.iter().zip(&model).all(|(a, b)| Arc::ptr_eq(a, b)) && rest.len() == model.len());
+}
+
+#[test]
+fn a_flush_between_rounds_writes_on_the_flushing_thread() {
+    let (w, backend, _, writes, _) = setup(60_000);
+    let before = WRITES_HERE.with(|c| c.get());
+    w.enqueue("s", &[event(0), event(1)]).unwrap();
+    w.flush("s").unwrap();
+    assert_eq!(stored_len(&backend), 2);
+    assert_eq!(writes.load(Ordering::SeqCst), 1, "one batch");
+    assert_eq!(
+        WRITES_HERE.with(|c| c.get()) - before,
+        1,
+        "written by the flushing thread, not the writer's"
+    );
+    // The writer thread still writes what the window makes due.
+    let (w, backend, _, _, _) = setup(5);
+    w.enqueue("s", &[event(0)]).unwrap();
+    let start = Instant::now();
+    while stored_len(&backend) < 1 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(stored_len(&backend), 1, "the window's round wrote it");
 }
