@@ -8,7 +8,8 @@
 //! (each one a likely cache miss). Events are queued in blocks of
 //! [`BLOCK`], so a backlog of any length never reallocates or moves what
 //! it holds: the append that crosses a power of two would otherwise copy
-//! the whole queue into new pages.
+//! the whole queue into new pages. A block grows as it fills, so a short
+//! queue stays small.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -101,9 +102,11 @@ impl Pending {
         match self.blocks.back_mut() {
             Some(block) if block.len() < BLOCK => block.push((event, len)),
             _ => {
-                let mut block = Vec::with_capacity(BLOCK);
-                block.push((event, len));
-                self.blocks.push_back(block);
+                // Grown as it fills (a queue of one event, the usual case
+                // between two rounds, must not cost a whole block; many
+                // sessions each have one), so only a block's own growth
+                // ever moves, at most BLOCK items.
+                self.blocks.push_back(vec![(event, len)]);
             }
         }
         self.queued += 1;
