@@ -172,6 +172,16 @@ impl State {
             shared.wake.notify_all();
         }
     }
+
+    /// Count `n` events with `bytes` of text (of a windowed session or
+    /// not) as no longer queued: written, or dropped with their session.
+    fn unqueued(&mut self, n: usize, bytes: usize, windowed: bool) {
+        self.pending = self.pending.saturating_sub(n);
+        self.pending_bytes = self.pending_bytes.saturating_sub(bytes);
+        if windowed {
+            self.windowed_bytes = self.windowed_bytes.saturating_sub(bytes);
+        }
+    }
 }
 
 /// The high-water marks of a writer.
@@ -290,11 +300,7 @@ impl Writer {
         let mut st = self.shared.lock();
         let removed = st.sessions.remove(id);
         if let Some(p) = &removed {
-            st.pending = st.pending.saturating_sub(p.queued());
-            st.pending_bytes = st.pending_bytes.saturating_sub(p.queued_bytes());
-            if p.windowed {
-                st.windowed_bytes = st.windowed_bytes.saturating_sub(p.queued_bytes());
-            }
+            st.unqueued(p.queued(), p.queued_bytes(), p.windowed);
         }
         drop(st);
         drop(removed);
@@ -467,11 +473,9 @@ impl Writer {
                 hurry = Some(self.shared.hurry.enter());
             }
             st.paused = false;
-            let writable = targets.iter().any(|(id, _, _)| {
-                st.sessions
-                    .get(id)
-                    .is_some_and(|p| !p.is_empty() && p.header.is_some())
-            });
+            let writable = targets
+                .iter()
+                .any(|(id, _, _)| st.sessions.get(id).is_some_and(Pending::is_writable));
             if !st.busy && writable {
                 // The writer is between rounds: write here. Waking it and
                 // waiting for its answer costs two thread hand-offs, which

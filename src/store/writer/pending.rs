@@ -97,6 +97,12 @@ impl Pending {
         self.seed.is_none() && self.queued == 0
     }
 
+    /// Something is queued and the session is tracked (a round can write
+    /// it).
+    pub fn is_writable(&self) -> bool {
+        !self.is_empty() && self.header.is_some()
+    }
+
     /// Queue `event`, whose text is `len` bytes long.
     pub fn push(&mut self, event: Arc<Event>, len: usize) {
         match self.blocks.back_mut() {

@@ -33,7 +33,7 @@ pub(super) fn write_round(
 ) -> Result<()> {
     let mut jobs = Vec::new();
     for (id, p) in st.sessions.iter_mut() {
-        if p.is_empty() || only.is_some_and(|o| o != id) {
+        if !p.is_writable() || only.is_some_and(|o| o != id) {
             continue;
         }
         let Some(header) = p.header.clone() else {
@@ -79,11 +79,7 @@ pub(super) fn write_round(
                 p.durable += n as u64;
                 p.failure = None;
                 let windowed = p.windowed;
-                st.pending = st.pending.saturating_sub(n);
-                st.pending_bytes = st.pending_bytes.saturating_sub(bytes);
-                if windowed {
-                    st.windowed_bytes = st.windowed_bytes.saturating_sub(bytes);
-                }
+                st.unqueued(n, bytes, windowed);
                 st.failing = false;
                 written.push(events);
             }
