@@ -7,9 +7,9 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc;
 
-use super::faults::{self, Point};
+use super::faults::Point;
 use super::header::{read_header, Mode};
-use super::layout::{io_error, is_absent, revision_of};
+use super::layout::{self, io_error, is_absent, revision_of};
 use super::range::Marks;
 use super::scan::{decode_line, memchr, Line, Scanner};
 use super::zstd_frames::{decode_frame, decode_torn, scan_frames, FrameDecoder};
@@ -43,21 +43,18 @@ const PIECE: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 /// when the file is absent. Returns the bytes and the revision.
 pub fn stable_read(path: &Path) -> Result<Option<(Vec<u8>, String)>> {
     for _ in 0..STABLE_TRIES {
-        let before = match fs::metadata(path) {
-            Ok(m) => revision_of(&m),
-            Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) => return Err(io_error("io.stat", path, &e)),
+        let Some(before) = layout::stat(path)? else {
+            return Ok(None);
         };
         let bytes = match fs::read(path) {
             Ok(b) => b,
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => return Err(io_error("io.read", path, &e)),
         };
-        let after = match faults::hit(Point::ReadRestat, path).and_then(|()| fs::metadata(path)) {
-            Ok(m) => revision_of(&m),
-            Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) => return Err(io_error("io.stat", path, &e)),
+        let Some(after) = layout::stat_at(Point::ReadRestat, path)? else {
+            return Ok(None);
         };
+        let (before, after) = (revision_of(&before), revision_of(&after));
         if before == after {
             return Ok(Some((bytes, after)));
         }
