@@ -19,6 +19,14 @@ use super::schema::sql_err;
 use crate::error::{Error, Result, Status};
 use crate::store::backend::Stored;
 
+/// End the read transaction of a whole-session read; returns the
+/// `data_version` it saw (see [`super::LastScan`]).
+pub(super) fn commit_read(tx: rusqlite::Transaction<'_>) -> Result<i64> {
+    let version = super::data_version(&tx)?;
+    tx.commit().map_err(sql_err)?;
+    Ok(version)
+}
+
 /// Rows per batch.
 const BATCH: usize = 256;
 /// Logs whose last seq reaches this decode on two threads from their first

@@ -91,14 +91,6 @@ fn data_version(conn: &Connection) -> Result<i64> {
         .map_err(sql_err)
 }
 
-/// End the read transaction of a whole-session read; returns the
-/// `data_version` it saw (see [`LastScan`]).
-fn commit_read(tx: Transaction<'_>) -> Result<i64> {
-    let version = data_version(&tx)?;
-    tx.commit().map_err(sql_err)?;
-    Ok(version)
-}
-
 impl std::fmt::Debug for SqliteBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteBackend")
@@ -380,7 +372,7 @@ impl Backend for SqliteBackend {
             return Ok(None);
         };
         let scan = load::scan_session(&tx, id.as_bytes())?;
-        let data_version = commit_read(tx)?;
+        let data_version = load::commit_read(tx)?;
         self.read_done(LastScan {
             id: id.as_bytes().to_vec(),
             data_version,
@@ -440,7 +432,7 @@ impl Backend for SqliteBackend {
             sink(&session.header, batch)?;
         }
         drop(stmt);
-        let data_version = commit_read(tx)?;
+        let data_version = load::commit_read(tx)?;
         self.read_done(LastScan {
             id: id.as_bytes().to_vec(),
             data_version,
