@@ -56,11 +56,6 @@ pub const HIGH_WATER_EVENTS: usize = 100_000;
 /// waits for the writer's next round.
 pub const HIGH_WATER_BYTES: usize = 512 << 20;
 
-/// The bytes of text of `events`.
-fn text_bytes<'a>(events: impl IntoIterator<Item = &'a Arc<Event>>) -> usize {
-    events.into_iter().map(|e| e.text().len()).sum()
-}
-
 /// The backend, shared by the writer thread and the store's reads.
 pub type SharedBackend = Arc<Mutex<Box<dyn Backend>>>;
 
@@ -362,13 +357,18 @@ impl Writer {
         if self.thread.is_none() {
             return self.write_now(id, Batch::Log(log));
         }
-        let bytes = text_bytes(log);
+        // Cut into rounds outside the lock: each round writes one piece
+        // (one frame on JSONL), however long the seed.
+        let pieces = pending::seed_pieces(log, ROUND_BYTES);
+        let bytes = pieces.iter().map(|&(_, b)| b).sum();
+        let n = log.len();
+        let log = Arc::new(log.clone());
         let mut st = self.shared.lock();
         let p = st.session(id);
-        p.push_log(log, bytes);
-        p.enqueued += log.len() as u64;
+        p.push_log(log, pieces);
+        p.enqueued += n as u64;
         let windowed = p.windowed;
-        st.queued(log.len(), bytes, windowed, &self.shared);
+        st.queued(n, bytes, windowed, &self.shared);
         Ok(())
     }
 
@@ -435,11 +435,22 @@ impl Writer {
     fn barrier(&self, only: Option<&str>) -> Result<()> {
         if self.thread.is_none() {
             // No background thread: write on the caller's thread.
-            let mut st = self.shared.lock();
-            while st.busy {
-                st = self.shared.wait_done(st);
+            // Round by round (each at most ROUND_BYTES), as the writer
+            // thread writes.
+            loop {
+                let mut st = self.shared.lock();
+                while st.busy {
+                    st = self.shared.wait_done(st);
+                }
+                let more = st
+                    .sessions
+                    .iter()
+                    .any(|(id, p)| only.is_none_or(|o| o == id) && p.is_writable());
+                if !more {
+                    return Ok(());
+                }
+                write_round(&self.shared, st, only)?;
             }
-            return write_round(&self.shared, st, only, None);
         }
         let mut st = self.shared.lock();
         let targets: Vec<(String, u64, u64)> = st
@@ -479,8 +490,9 @@ impl Writer {
             if !st.busy && writable {
                 // The writer is between rounds: write here. Waking it and
                 // waiting for its answer costs two thread hand-offs, which
-                // on a loaded machine are a good part of a flush.
-                let _ = write_round(&self.shared, st, only, None);
+                // on a loaded machine are a good part of a flush. A round
+                // is bounded, so a long backlog takes several.
+                let _ = write_round(&self.shared, st, only);
                 st = self.shared.lock();
                 continue;
             }

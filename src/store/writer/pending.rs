@@ -12,6 +12,7 @@
 //! queue stays small.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::engine::session::Log;
@@ -25,10 +26,14 @@ const BLOCK: usize = 4096;
 /// A queued event and the length of its text.
 type Item = (Arc<Event>, usize);
 
-/// What one round takes from a queue: a seed (whole), then events in seq
-/// order, and the bytes of their text.
+/// A piece of a seed: the shared log and the range of it taken.
+type SeedPiece = (Arc<Log>, Range<usize>);
+
+/// What one round takes from a queue: a piece of a seed, or the last
+/// piece of a seed and events, or events, in seq order; and the bytes of
+/// their text.
 pub(super) struct Taken {
-    pub seed: Option<Log>,
+    seed: Option<SeedPiece>,
     blocks: VecDeque<Vec<Item>>,
     pub bytes: usize,
 }
@@ -38,10 +43,10 @@ impl Taken {
     /// the queue lock: it copies the handles of the batch.
     pub fn into_batch(self) -> Vec<Arc<Event>> {
         let queued: usize = self.blocks.iter().map(Vec::len).sum();
-        let seeded = self.seed.as_ref().map_or(0, Log::len);
+        let seeded = self.seed.as_ref().map_or(0, |(_, r)| r.len());
         let mut all = Vec::with_capacity(seeded + queued);
-        if let Some(seed) = self.seed {
-            all.extend(seed.iter().cloned());
+        if let Some((seed, range)) = self.seed {
+            all.extend(seed.range(range).cloned());
         }
         for block in self.blocks {
             all.extend(block.into_iter().map(|(e, _)| e));
@@ -59,9 +64,15 @@ pub(super) struct Pending {
     /// queue alone).
     pub windowed: bool,
     /// A whole log handed over at once (a new session's seed), shared with
-    /// the session rather than copied; it comes before `blocks`.
-    seed: Option<Log>,
-    /// The text bytes of `seed`.
+    /// the session rather than copied; what is left of it (from
+    /// `seed_from`) comes before `blocks`.
+    seed: Option<Arc<Log>>,
+    /// The first event of `seed` not taken yet.
+    seed_from: usize,
+    /// The pieces rounds take of what is left of `seed`: each one's end
+    /// and text bytes ([`seed_pieces`]).
+    seed_pieces: VecDeque<(usize, usize)>,
+    /// The text bytes of what is left of `seed`.
     seed_bytes: usize,
     /// Queued events, in seq order, after `seed`: blocks of at most
     /// [`BLOCK`], none empty.
@@ -84,7 +95,7 @@ pub(super) struct Pending {
 impl Pending {
     /// Events queued.
     pub fn queued(&self) -> usize {
-        self.seed.as_ref().map_or(0, Log::len) + self.queued
+        self.seed.as_ref().map_or(0, |s| s.len() - self.seed_from) + self.queued
     }
 
     /// Text bytes queued (O(1)).
@@ -119,11 +130,14 @@ impl Pending {
         self.bytes += len;
     }
 
-    /// Queue a whole log of `bytes` of text: shared when nothing is
-    /// queued, else its events one by one.
-    pub fn push_log(&mut self, log: &Log, bytes: usize) {
+    /// Queue a whole log cut into `pieces` ([`seed_pieces`]): shared when
+    /// nothing is queued, else its events one by one.
+    pub fn push_log(&mut self, log: Arc<Log>, pieces: Vec<(usize, usize)>) {
         if self.is_empty() {
-            self.seed = Some(log.clone());
+            let bytes = pieces.iter().map(|&(_, b)| b).sum();
+            self.seed = Some(log);
+            self.seed_from = 0;
+            self.seed_pieces = pieces.into();
             self.seed_bytes = bytes;
             self.bytes += bytes;
         } else {
@@ -134,20 +148,19 @@ impl Pending {
         }
     }
 
-    /// Take everything queued, leaving the queue empty; with a `budget`,
-    /// take queued events (after a seed, which goes whole) only up to
-    /// about that many bytes of text, at least one.
-    pub fn take(&mut self, budget: Option<usize>) -> Taken {
-        let seed = self.seed.take();
-        let seed_bytes = std::mem::take(&mut self.seed_bytes);
-        let Some(budget) = budget else {
-            self.queued = 0;
+    /// Take the next piece of a seed, and when that ends it, queued
+    /// events up to about `budget` bytes of text, at least one; whole
+    /// blocks move without touching their events.
+    pub fn take(&mut self, budget: usize) -> Taken {
+        let (seed, seed_bytes) = self.take_seed_piece();
+        if self.seed.is_some() {
+            self.bytes -= seed_bytes;
             return Taken {
                 seed,
-                blocks: std::mem::take(&mut self.blocks),
-                bytes: std::mem::take(&mut self.bytes),
+                blocks: VecDeque::new(),
+                bytes: seed_bytes,
             };
-        };
+        }
         let mut bytes = 0;
         let mut blocks = VecDeque::new();
         while let Some(front) = self.blocks.front_mut() {
@@ -181,15 +194,37 @@ impl Pending {
         }
     }
 
+    /// The next piece of the seed (with its bytes), if there is a seed;
+    /// the seed is gone once its last piece is taken.
+    fn take_seed_piece(&mut self) -> (Option<SeedPiece>, usize) {
+        let Some(seed) = &self.seed else {
+            return (None, 0);
+        };
+        let (end, bytes) = self
+            .seed_pieces
+            .pop_front()
+            .unwrap_or((seed.len(), self.seed_bytes));
+        let piece = (seed.clone(), self.seed_from..end);
+        self.seed_from = end;
+        self.seed_bytes -= bytes;
+        if self.seed_pieces.is_empty() {
+            self.seed = None;
+            self.seed_from = 0;
+        }
+        (Some(piece), bytes)
+    }
+
     /// Put a batch that failed back in front of what arrived meanwhile
     /// (the failure path: it may touch every event).
     pub fn put_back(&mut self, batch: Vec<Arc<Event>>) {
         let seed = self.seed.take();
+        let seed_from = std::mem::take(&mut self.seed_from);
+        self.seed_pieces.clear();
         self.seed_bytes = 0;
         let after = std::mem::take(&mut self.blocks);
         self.queued = 0;
         self.bytes = 0;
-        let seeded = seed.iter().flat_map(|s| s.iter().cloned());
+        let seeded = seed.iter().flat_map(|s| s.iter_from(seed_from).cloned());
         for e in batch.into_iter().chain(seeded) {
             let len = e.text().len();
             self.push(e, len);
@@ -200,4 +235,24 @@ impl Pending {
             }
         }
     }
+}
+
+/// Where the rounds cut a seed `log`: pieces of about `budget` bytes of
+/// text (at least one event each), as (end, bytes), covering the whole log.
+/// Computed before the queue lock is taken: it reads every event.
+pub(super) fn seed_pieces(log: &Log, budget: usize) -> Vec<(usize, usize)> {
+    let mut pieces = Vec::new();
+    let mut bytes = 0;
+    for (i, e) in log.iter().enumerate() {
+        let len = e.text().len();
+        if bytes > 0 && bytes + len > budget {
+            pieces.push((i, bytes));
+            bytes = 0;
+        }
+        bytes += len;
+    }
+    if !log.is_empty() {
+        pieces.push((log.len(), bytes));
+    }
+    pieces
 }

@@ -1,7 +1,8 @@
 //! The writer's rounds: taking each session's pending batch (at most
-//! [`ROUND_BYTES`] of text in the background), writing it outside the
-//! queue lock and recording the result; and the background thread's loop
-//! that runs a round once a batch window has passed or a flush asks.
+//! [`ROUND_BYTES`] of text, in the background or for a flush), writing it
+//! outside the queue lock and recording the result; and the background
+//! thread's loop that runs a round once a batch window has passed or a
+//! flush asks.
 
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
@@ -20,16 +21,18 @@ struct Job {
     taken: Taken,
 }
 
-/// Write every pending batch (of `only`, or of all sessions) once.
-/// Text bytes one background round takes from a session's queue, so a
-/// long backlog is written in steps an append held back can wait for.
+/// Text bytes one round takes from a session's queue, so a long backlog is
+/// written in steps an append held back can wait for, and no single write
+/// (one zstd frame on JSONL, one transaction on SQLite) holds a whole
+/// backlog: a windowed read decodes a frame from its start.
 pub const ROUND_BYTES: usize = 16 << 20;
 
+/// Write every pending batch (of `only`, or of all sessions) once, each at
+/// most [`ROUND_BYTES`] of text (a seed goes whole).
 pub(super) fn write_round(
     shared: &Shared,
     mut st: MutexGuard<'_, State>,
     only: Option<&str>,
-    budget: Option<usize>,
 ) -> Result<()> {
     let mut jobs = Vec::new();
     for (id, p) in st.sessions.iter_mut() {
@@ -39,7 +42,7 @@ pub(super) fn write_round(
         let Some(header) = p.header.clone() else {
             continue;
         };
-        let taken = p.take(budget);
+        let taken = p.take(ROUND_BYTES);
         jobs.push(Job {
             id: id.clone(),
             header,
@@ -117,7 +120,7 @@ pub(super) fn run(shared: &Shared) {
             st.urgent = false;
             st.deadline = None;
             let took_all = !st.sessions.values().any(|p| p.queued_bytes() > ROUND_BYTES);
-            let _ = write_round(shared, st, None, Some(ROUND_BYTES));
+            let _ = write_round(shared, st, None);
             st = shared.lock();
             if st.sessions.values().any(|p| !p.is_empty()) && !st.paused {
                 if !took_all {

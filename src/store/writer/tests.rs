@@ -17,6 +17,8 @@ struct Flaky {
 thread_local! {
     /// Batches a `Flaky` backend wrote on this thread.
     static WRITES_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The text bytes of each batch a `Flaky` backend wrote on this thread.
+    static BATCH_BYTES_HERE: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Backend for Flaky {
@@ -38,6 +40,8 @@ impl Backend for Flaky {
         }
         self.writes.fetch_add(1, Ordering::SeqCst);
         WRITES_HERE.with(|w| w.set(w.get() + 1));
+        let bytes = events.iter().map(|e| e.text().len()).sum();
+        BATCH_BYTES_HERE.with(|b| b.borrow_mut().push(bytes));
         self.inner.append(header, events, materialize)
     }
     fn delete(&mut self, id: &str) -> Result<bool> {
@@ -282,15 +286,15 @@ fn a_bounded_take_keeps_order_and_takes_at_least_one_event() {
     }
     let one = event(0).text().len();
     assert_eq!(p.queued_bytes(), 10 * one);
-    let first = p.take(Some(0));
+    let first = p.take(0);
     assert_eq!(first.bytes, one);
     assert_eq!(first.into_batch().len(), 1, "at least one event");
-    let next = p.take(Some(3 * one));
+    let next = p.take(3 * one);
     assert_eq!(next.bytes, 3 * one);
     let seqs = |t: Taken| t.into_batch().iter().map(|e| e.seq).collect::<Vec<_>>();
     assert_eq!(seqs(next), [1, 2, 3]);
     assert_eq!(p.queued_bytes(), 6 * one);
-    let rest = p.take(None);
+    let rest = p.take(usize::MAX);
     assert_eq!(rest.bytes, 6 * one);
     assert_eq!(seqs(rest), [4, 5, 6, 7, 8, 9]);
     assert!(p.is_empty());
@@ -304,9 +308,10 @@ fn a_queue_counts_its_bytes_through_seeds_takes_and_put_backs() {
     for e in (0..3).map(event) {
         seed.push(e);
     }
-    let seed_bytes = text_bytes(&seed);
+    let seed_bytes: usize = seed.iter().map(len).sum();
     let mut p = Pending::default();
-    p.push_log(&seed, seed_bytes);
+    let pieces = pending::seed_pieces(&seed, ROUND_BYTES);
+    p.push_log(Arc::new(seed), pieces);
     for e in (3..6).map(event) {
         let n = len(&e);
         p.push(e, n);
@@ -316,7 +321,7 @@ fn a_queue_counts_its_bytes_through_seeds_takes_and_put_backs() {
     assert_eq!(p.queued(), 6);
 
     // The seed goes whole, then events up to the budget.
-    let taken = p.take(Some(1));
+    let taken = p.take(1);
     assert_eq!(taken.bytes, seed_bytes + len(&event(3)));
     let batch = taken.into_batch();
     assert_eq!(
@@ -331,13 +336,58 @@ fn a_queue_counts_its_bytes_through_seeds_takes_and_put_backs() {
     p.push(e6, n6);
     p.put_back(batch);
     assert_eq!(p.queued_bytes(), all + n6);
-    let rest = p.take(None);
+    let rest = p.take(usize::MAX);
     assert_eq!(rest.bytes, all + n6);
     assert_eq!(
         rest.into_batch().iter().map(|e| e.seq).collect::<Vec<_>>(),
         [0, 1, 2, 3, 4, 5, 6]
     );
     assert!(p.is_empty());
+}
+
+#[test]
+fn a_long_seed_is_taken_in_the_pieces_it_was_cut_into() {
+    let len = |e: &Arc<Event>| e.text().len();
+    let one = len(&event(0));
+    let mut seed = Log::new();
+    for e in (0..7).map(event) {
+        seed.push(e);
+    }
+    // Pieces of two events; the last one is short.
+    let pieces = pending::seed_pieces(&seed, 2 * one);
+    assert_eq!(pieces, [(2, 2 * one), (4, 2 * one), (6, 2 * one), (7, one)]);
+    assert_eq!(
+        pending::seed_pieces(&seed, 0).len(),
+        7,
+        "at least one event each"
+    );
+    let mut p = Pending::default();
+    p.push_log(Arc::new(seed.clone()), pieces);
+    p.push(event(7), one);
+    assert_eq!((p.queued(), p.queued_bytes()), (8, 8 * one));
+    let seqs = |t: Taken| t.into_batch().iter().map(|e| e.seq).collect::<Vec<_>>();
+    let first = p.take(usize::MAX);
+    assert_eq!(first.bytes, 2 * one);
+    assert_eq!(seqs(first), [0, 1], "a piece, whatever the budget");
+    assert_eq!((p.queued(), p.queued_bytes()), (6, 6 * one));
+    assert_eq!(seqs(p.take(0)), [2, 3]);
+    // A failed piece goes back in front: the rest of the seed and the
+    // queued events follow it as events.
+    let failed = p.take(0).into_batch();
+    assert_eq!(failed.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5]);
+    p.put_back(failed);
+    assert_eq!((p.queued(), p.queued_bytes()), (4, 4 * one));
+    assert_eq!(seqs(p.take(usize::MAX)), [4, 5, 6, 7]);
+    assert!(p.is_empty());
+    // The last piece and queued events go in one round.
+    let mut p = Pending::default();
+    p.push_log(
+        Arc::new(seed.clone()),
+        pending::seed_pieces(&seed, usize::MAX),
+    );
+    p.push(event(7), one);
+    assert_eq!(seqs(p.take(one)), [0, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(p.queued_bytes(), 0);
 }
 
 #[test]
@@ -353,15 +403,13 @@ fn a_long_queue_is_taken_across_its_blocks_in_order() {
     assert_eq!(p.queued(), n as usize);
     let mut seen = Vec::new();
     // Budgets that end inside blocks, across block ends, and take all.
-    for budget in [Some(one * 5000), Some(one * 3), Some(one * 4100), None] {
+    for budget in [one * 5000, one * 3, one * 4100, usize::MAX] {
         let taken = p.take(budget);
         let bytes = taken.bytes;
         let batch = taken.into_batch();
         let texts: usize = batch.iter().map(|e| e.text().len()).sum();
         assert_eq!(bytes, texts, "the bytes taken are the batch's");
-        if let Some(b) = budget {
-            assert!(texts <= b.max(one * 2));
-        }
+        assert!(texts <= budget.max(one * 2));
         seen.extend(batch.iter().map(|e| e.seq));
     }
     assert_eq!(
@@ -396,7 +444,11 @@ fn a_queue_matches_a_plain_model_under_random_operations() {
                 }
             }
             6..=8 => {
-                let budget = (rng.below(4) > 0).then(|| rng.below(200_000));
+                let budget = if rng.below(4) > 0 {
+                    rng.below(200_000)
+                } else {
+                    usize::MAX
+                };
                 let taken = p.take(budget);
                 let bytes = taken.bytes;
                 let batch = taken.into_batch();
@@ -404,7 +456,7 @@ fn a_queue_matches_a_plain_model_under_random_operations() {
                 let mut sum = 0;
                 while let Some(e) = model.front() {
                     let len = e.text().len();
-                    let fits = want.is_empty() || budget.is_none_or(|b| sum + len <= b);
+                    let fits = want.is_empty() || sum + len <= budget;
                     if !fits {
                         break;
                     }
@@ -436,7 +488,7 @@ fn a_queue_matches_a_plain_model_under_random_operations() {
         assert_eq!(p.queued(), model.len(), "step {step}: queued events");
         assert_eq!(p.queued_bytes(), model_bytes, "step {step}: queued bytes");
     }
-    let rest = p.take(None).into_batch();
+    let rest = p.take(usize::MAX).into_batch();
     assert!(rest.iter().zip(&model).all(|(a, b)| Arc::ptr_eq(a, b)) && rest.len() == model.len());
 }
 
@@ -461,4 +513,47 @@ fn a_flush_between_rounds_writes_on_the_flushing_thread() {
         std::thread::sleep(Duration::from_millis(2));
     }
     assert_eq!(stored_len(&backend), 1, "the window's round wrote it");
+}
+
+#[test]
+fn a_flush_writes_a_long_backlog_in_bounded_rounds() {
+    // 40 events of 1 MiB: a flush writes them in rounds of at most
+    // ROUND_BYTES (one zstd frame each on JSONL), never as one batch.
+    let big = "x".repeat(1 << 20);
+    let events: Vec<_> = (0..40)
+        .map(|seq| {
+            Arc::new(Event::new(
+                JsString::from("plugin/x"),
+                seq,
+                0,
+                Value::str(&big),
+                None,
+                None,
+                APPEND_ORDER,
+            ))
+        })
+        .collect();
+    let total: usize = events.iter().map(|e| e.text().len()).sum();
+    for seeded in [false, true] {
+        let (w, backend, _, _, _) = setup(60_000);
+        BATCH_BYTES_HERE.with(|b| b.borrow_mut().clear());
+        if seeded {
+            // A new session's whole log (a fork's seed) goes in pieces too.
+            let mut log = Log::new();
+            for e in &events {
+                log.push(e.clone());
+            }
+            w.enqueue_log("s", &log).unwrap();
+        } else {
+            for e in &events {
+                w.enqueue("s", std::slice::from_ref(e)).unwrap();
+            }
+        }
+        w.flush("s").unwrap();
+        assert_eq!(stored_len(&backend), 40, "the flush wrote everything");
+        let sizes = BATCH_BYTES_HERE.with(|b| b.borrow().clone());
+        assert_eq!(sizes.iter().sum::<usize>(), total, "{sizes:?}");
+        assert!(sizes.len() >= 3, "written in rounds: {sizes:?}");
+        assert!(sizes.iter().all(|&n| n <= ROUND_BYTES), "{sizes:?}");
+    }
 }
