@@ -6,9 +6,11 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use zstd::zstd_safe::InBuffer;
+
 use super::layout::io_error;
 use super::scan::Scanner;
-use super::zstd_frames::{decode_frame, scan_frames};
+use super::zstd_frames::StreamDecoder;
 use super::Compression;
 use crate::error::Result;
 use crate::store::backend::Stored;
@@ -16,8 +18,9 @@ use crate::store::backend::Stored;
 /// Keep a mark only this many events after the previous one.
 const MARK_SPACING: u64 = 512;
 
-/// How much of the file one read takes.
-const BLOCK: usize = 1 << 20;
+/// How much of the file one read takes (and the most plaintext one decode
+/// step yields). Small in tests, so reads cut frames and lines.
+const BLOCK: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 
 /// Resync points of one log: `(index of the first event after it, byte
 /// offset)`, both increasing. An offset is the start of a line (plain) or
@@ -50,6 +53,12 @@ impl Marks {
 /// The events `from..to` of the log at `path`, decoded from the last mark
 /// before `from` on (fewer when the log ends first). New marks met on the
 /// way are added to `marks`. `None` when no mark precedes `from`.
+///
+/// Work and memory are bounded by what lies between the mark and `to`:
+/// compressed input streams through the decoder, decoding stops once `to`
+/// is reached (inside a frame too: a frame written by another writer may
+/// hold a whole session), and events before `from` are dropped as they are
+/// scanned.
 pub fn read_range(
     path: &Path,
     compression: Compression,
@@ -63,13 +72,16 @@ pub fn read_range(
     let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
     file.seek(SeekFrom::Start(offset))
         .map_err(|e| io_error("io.read", path, &e))?;
-    let want = (to - base) as usize;
     let mut scanner = Scanner::starting_at(base);
+    let mut decoder = match compression {
+        Compression::None => None,
+        Compression::Zstd => Some(StreamDecoder::new()?),
+    };
     let mut block = vec![0u8; BLOCK];
-    // Compressed bytes not decoded yet, and the file offset of their start.
-    let mut pending: Vec<u8> = Vec::new();
+    let mut plain = Vec::with_capacity(BLOCK);
+    // The file offset of `block`'s first byte.
     let mut at = offset;
-    while scanner.events.len() < want {
+    while scanner.next_index() < to {
         let n = match file.read(&mut block) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -78,38 +90,45 @@ pub fn read_range(
         if n == 0 {
             break;
         }
-        match compression {
-            Compression::None => {
+        match &mut decoder {
+            None => {
                 scanner.feed(&block[..n])?;
-                at += n as u64;
-                if scanner.at_line_start() {
-                    marks.add(base + scanner.events.len() as u64, at);
-                }
+                // Any line start is a resync point.
+                marks.add(scanner.next_index(), offset + scanner.committed as u64);
+                drop_before(&mut scanner, from);
             }
-            Compression::Zstd => {
-                pending.extend_from_slice(&block[..n]);
-                let frames = scan_frames(&pending, None)?;
-                let mut used = 0;
-                for range in &frames.complete {
-                    marks.add(base + scanner.events.len() as u64, at + range.start as u64);
-                    let plain = decode_frame(
-                        &pending[range.clone()],
-                        "zstd.frame-decode",
-                        at as usize + range.start,
-                    )?;
+            Some(decoder) => {
+                let mut input = InBuffer::around(&block[..n]);
+                // Until the block is used up and the decoder holds nothing
+                // more (a full output buffer may leave some behind).
+                while scanner.next_index() < to
+                    && (input.pos() < n || plain.len() == plain.capacity())
+                {
+                    let ended = decoder.decode(&mut input, &mut plain, at as usize)?;
                     scanner.feed(&plain)?;
-                    used = range.end;
+                    if ended && scanner.at_line_start() {
+                        // Frames hold whole lines: the next one is a resync
+                        // point.
+                        marks.add(scanner.next_index(), at + input.pos() as u64);
+                    }
+                    drop_before(&mut scanner, from);
                 }
-                pending.drain(..used);
-                at += used as u64;
             }
         }
+        at += n as u64;
     }
+    let first = scanner.next_index() - scanner.events.len() as u64;
     let mut events = scanner.events;
-    let skip = ((from - base) as usize).min(events.len());
-    events.truncate(want);
-    events.drain(..skip);
+    events.truncate(to.saturating_sub(first) as usize);
+    events.drain(..(from.saturating_sub(first) as usize).min(events.len()));
     Ok(Some(events))
+}
+
+/// Drop the scanned events when all of them come before `from`.
+fn drop_before(scanner: &mut Scanner, from: u64) {
+    if scanner.next_index() <= from {
+        scanner.take_events();
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +190,38 @@ mod tests {
             assert!(got.iter().zip(4500..).all(|(e, seq)| e.seq() == Some(seq)));
             assert!(b.marks["r"].0.len() > marks, "{compression:?}");
             assert_eq!(b.load_range("r", 4999, 5005).unwrap().len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_range_inside_one_large_frame_is_decoded_from_its_start() {
+        // One batch of 3000 events is one frame: the only marks are the
+        // frame starts, so each read decodes from there, across many
+        // reads and decode steps, and stops at `to`.
+        for compression in BOTH {
+            let root = TempRoot::new("range-one-frame");
+            let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+            let h = header("r", None);
+            let batch: Vec<_> = (0..3000).map(event).collect();
+            b.append(&h, &batch, true).unwrap();
+            let all = b.load("r").unwrap().unwrap().events;
+            assert_eq!(all.len(), 3000);
+            for (from, to) in [(0, 1), (1500, 1510), (2999, 3000), (2990, 3100)] {
+                let got = b.load_range("r", from, to).unwrap();
+                let want = &all[from as usize..(to as usize).min(all.len())];
+                assert_eq!(got, want, "{compression:?} {from}..{to}");
+            }
+            // A second batch: its frame start becomes a mark once a read
+            // passes it.
+            let more: Vec<_> = (3000..3100).map(event).collect();
+            b.append(&h, &more, false).unwrap();
+            let got = b.load_range("r", 3050, 3060).unwrap();
+            assert!(got.iter().zip(3050..).all(|(e, seq)| e.seq() == Some(seq)));
+            assert_eq!(got.len(), 10);
+            if compression == super::super::Compression::Zstd {
+                let marks = &b.marks["r"].0;
+                assert!(marks.iter().any(|&(i, _)| i == 3000), "{marks:?}");
+            }
         }
     }
 }

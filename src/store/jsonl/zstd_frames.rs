@@ -218,6 +218,52 @@ impl FrameDecoder {
     }
 }
 
+/// A streaming decoder of a run of frames, fed the file as it is read:
+/// the plaintext comes out in pieces of at most the output buffer's
+/// capacity, and the end of each frame is reported, so a reader can stop
+/// inside a frame (a windowed read wants a few events, not the whole
+/// frame) and knows where the next frame starts.
+pub struct StreamDecoder {
+    context: zstd::zstd_safe::DCtx<'static>,
+}
+
+impl StreamDecoder {
+    /// A fresh decoder, at the start of a frame.
+    pub fn new() -> Result<StreamDecoder> {
+        let context = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                "zstd.context",
+                "no memory for a Zstandard decompression context",
+            )
+        })?;
+        Ok(StreamDecoder { context })
+    }
+
+    /// Decode from `input` into `out` (cleared first) until `out` is full
+    /// or `input` is used up, or a frame ends. Returns true when a frame
+    /// ended (at `input.pos()`; `out` then ends with its last byte). Bad
+    /// data (a checksum, a block) is `zstd.frame-decode`, `at` being the
+    /// file offset of `input`'s first byte.
+    pub fn decode(
+        &mut self,
+        input: &mut zstd::zstd_safe::InBuffer<'_>,
+        out: &mut Vec<u8>,
+        at: usize,
+    ) -> Result<bool> {
+        out.clear();
+        let from = input.pos();
+        let mut output = zstd::zstd_safe::OutBuffer::around(out);
+        match self.context.decompress_stream(&mut output, input) {
+            Ok(hint) => Ok(hint == 0),
+            Err(code) => {
+                let e = io::Error::other(zstd::zstd_safe::get_error_name(code));
+                Err(decode_error("zstd.frame-decode", at + from, &e))
+            }
+        }
+    }
+}
+
 /// No zstd block expands more than this: 128 KiB of content from an RLE
 /// block of 4 bytes (the frame-size sanity bound of [`FrameDecoder`]).
 const MAX_RATIO: u64 = 1 << 15;
