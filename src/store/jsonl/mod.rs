@@ -75,6 +75,10 @@ pub struct JsonlBackend {
     /// Resync points of the logs read, by session directory name, so a
     /// windowed session's old events are read without reading the file.
     marks: HashMap<String, range::Marks>,
+    /// Where the last range read stopped, with its session directory
+    /// name: the next read of that log continues from it (one at a time,
+    /// so windowed sessions cost one open file and its buffers at most).
+    cursor: Option<(String, range::Cursor)>,
     scratch: batch::Scratch,
 }
 
@@ -94,6 +98,7 @@ impl JsonlBackend {
             _lock: lock,
             logs: HashMap::new(),
             marks: HashMap::new(),
+            cursor: None,
             scratch: batch::Scratch::default(),
         })
     }
@@ -153,6 +158,14 @@ impl JsonlBackend {
             self.remember(segment, path, None);
         }
         Ok(self.logs.get_mut(segment).expect("inserted above"))
+    }
+
+    /// Drop the range cursor of `segment` (its log was read again, cut or
+    /// deleted).
+    fn forget_cursor(&mut self, segment: &str) {
+        if self.cursor.as_ref().is_some_and(|(s, _)| s == segment) {
+            self.cursor = None;
+        }
     }
 
     fn remember(&mut self, segment: &str, path: PathBuf, next: Option<u64>) {
@@ -329,6 +342,7 @@ impl Backend for JsonlBackend {
         })?;
         let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
         self.marks.insert(segment.clone(), decoded.marks);
+        self.forget_cursor(&segment);
         let committed = (decoded.events.len() - recovered) as u64;
         self.remember(&segment, path, Some(committed));
         Ok(Some(Loaded {
@@ -343,7 +357,18 @@ impl Backend for JsonlBackend {
         let segment = encode_segment(&JsString::from_str(id))?;
         let path = layout::find_log(&self.root, &segment, self.compression)?;
         if let (Some(path), Some(marks)) = (path, self.marks.get_mut(&segment)) {
-            if let Some(events) = range::read_range(&path, self.compression, marks, from, to)? {
+            let mut cursor = match self.cursor.take() {
+                Some((s, c)) if s == segment => Some(c),
+                other => {
+                    self.cursor = other;
+                    None
+                }
+            };
+            let read = range::read_range(&path, self.compression, marks, &mut cursor, from, to)?;
+            if let Some(c) = cursor {
+                self.cursor = Some((segment, c));
+            }
+            if let Some(events) = read {
                 return Ok(events);
             }
         }
@@ -375,6 +400,7 @@ impl Backend for JsonlBackend {
             return Ok(None);
         };
         self.marks.insert(segment.clone(), end.marks);
+        self.forget_cursor(&segment);
         self.remember(&segment, path, Some(count));
         Ok(Some(Streamed {
             header: end.header,
@@ -412,6 +438,7 @@ impl Backend for JsonlBackend {
         let segment = encode_segment(&JsString::from_str(id))?;
         self.logs.remove(&segment);
         self.marks.remove(&segment);
+        self.forget_cursor(&segment);
         let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
             return Ok(false);
         };
@@ -447,6 +474,7 @@ impl Backend for JsonlBackend {
             if let Some(marks) = self.marks.get_mut(&segment) {
                 marks.cut(torn.marker);
             }
+            self.forget_cursor(&segment);
         }
         if events.is_empty() {
             return Ok(());

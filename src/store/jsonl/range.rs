@@ -50,11 +50,118 @@ impl Marks {
     }
 }
 
-/// The events `from..to` of the log at `path`, decoded from the last mark
-/// before `from` on (fewer when the log ends first). New marks met on the
-/// way are added to `marks`. `None` when no mark precedes `from`.
+/// Where a range read stopped: the open file, the decoder inside the frame
+/// it was in, and the events it scanned past the range. The next read that
+/// starts at or after them continues from here instead of decoding again
+/// from a mark (a windowed session reads old chunks back in order, and a
+/// frame holds several chunks).
+pub struct Cursor {
+    file: File,
+    decoder: Option<StreamDecoder>,
+    scanner: Scanner,
+    /// The file offset scanning started at (plain logs).
+    offset: u64,
+    /// Input read from the file; `block[used..filled]` is not decoded yet.
+    block: Vec<u8>,
+    used: usize,
+    filled: usize,
+    /// The file offset of `block[0]`.
+    at: u64,
+    /// Plaintext out of the decoder; the decoder may hold more when its
+    /// last step filled it.
+    plain: Vec<u8>,
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor")
+            .field("first", &self.first())
+            .field("next", &self.scanner.next_index())
+            .finish()
+    }
+}
+
+impl Cursor {
+    /// A cursor at resync point `(base, offset)` of the log at `path`.
+    fn start(path: &Path, compression: Compression, base: u64, offset: u64) -> Result<Cursor> {
+        let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| io_error("io.read", path, &e))?;
+        Ok(Cursor {
+            file,
+            decoder: match compression {
+                Compression::None => None,
+                Compression::Zstd => Some(StreamDecoder::new()?),
+            },
+            scanner: Scanner::starting_at(base),
+            offset,
+            block: vec![0u8; BLOCK],
+            used: 0,
+            filled: 0,
+            at: offset,
+            plain: Vec::with_capacity(BLOCK),
+        })
+    }
+
+    /// The index of the first event the cursor holds (or of the next one
+    /// it will scan).
+    fn first(&self) -> u64 {
+        self.scanner.next_index() - self.scanner.events.len() as u64
+    }
+
+    /// Scan until event `to` is reached or the file ends (false then),
+    /// dropping events before `from` and adding the marks met on the way.
+    fn advance(&mut self, path: &Path, marks: &mut Marks, from: u64, to: u64) -> Result<bool> {
+        while self.scanner.next_index() < to {
+            let held = self.plain.len() == self.plain.capacity();
+            if self.used == self.filled && !held {
+                self.at += self.filled as u64;
+                self.used = 0;
+                self.filled = match self.file.read(&mut self.block) {
+                    Ok(0) => return Ok(false),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+                    Err(e) => return Err(io_error("io.read", path, &e)),
+                };
+                continue;
+            }
+            let input = &self.block[self.used..self.filled];
+            match &mut self.decoder {
+                None => {
+                    self.scanner.feed(input)?;
+                    self.used = self.filled;
+                    // Any line start is a resync point.
+                    marks.add(
+                        self.scanner.next_index(),
+                        self.offset + self.scanner.committed as u64,
+                    );
+                }
+                Some(decoder) => {
+                    let mut input = InBuffer::around(input);
+                    let at = (self.at as usize) + self.used;
+                    let ended = decoder.decode(&mut input, &mut self.plain, at)?;
+                    self.used += input.pos();
+                    self.scanner.feed(&self.plain)?;
+                    if ended && self.scanner.at_line_start() {
+                        // Frames hold whole lines: the next one is a resync
+                        // point.
+                        marks.add(self.scanner.next_index(), self.at + self.used as u64);
+                    }
+                }
+            }
+            let _ = self.scanner.take_before(from);
+        }
+        Ok(true)
+    }
+}
+
+/// The events `from..to` of the log at `path` (fewer when the log ends
+/// first), decoded from `cursor` when it holds or precedes `from` and no
+/// mark is closer, else from the last mark before `from`. New marks met on
+/// the way are added to `marks`; `cursor` is left where this read stopped
+/// (`None` at the end of the log). `None` when no mark precedes `from`.
 ///
-/// Work and memory are bounded by what lies between the mark and `to`:
+/// Work and memory are bounded by what lies between the start and `to`:
 /// compressed input streams through the decoder, decoding stops once `to`
 /// is reached (inside a frame too: a frame written by another writer may
 /// hold a whole session), and events before `from` are dropped as they are
@@ -63,72 +170,27 @@ pub fn read_range(
     path: &Path,
     compression: Compression,
     marks: &mut Marks,
+    cursor: &mut Option<Cursor>,
     from: u64,
     to: u64,
 ) -> Result<Option<Vec<Stored>>> {
-    let Some((base, offset)) = marks.before(from) else {
-        return Ok(None);
-    };
-    let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|e| io_error("io.read", path, &e))?;
-    let mut scanner = Scanner::starting_at(base);
-    let mut decoder = match compression {
-        Compression::None => None,
-        Compression::Zstd => Some(StreamDecoder::new()?),
-    };
-    let mut block = vec![0u8; BLOCK];
-    let mut plain = Vec::with_capacity(BLOCK);
-    // The file offset of `block`'s first byte.
-    let mut at = offset;
-    while scanner.next_index() < to {
-        let n = match file.read(&mut block) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error("io.read", path, &e)),
-        };
-        if n == 0 {
-            break;
+    let mark = marks.before(from);
+    let mut c = match cursor.take() {
+        Some(c) if c.first() <= from && mark.is_none_or(|(i, _)| i <= c.scanner.next_index()) => c,
+        _ => {
+            let Some((base, offset)) = mark else {
+                return Ok(None);
+            };
+            Cursor::start(path, compression, base, offset)?
         }
-        match &mut decoder {
-            None => {
-                scanner.feed(&block[..n])?;
-                // Any line start is a resync point.
-                marks.add(scanner.next_index(), offset + scanner.committed as u64);
-                drop_before(&mut scanner, from);
-            }
-            Some(decoder) => {
-                let mut input = InBuffer::around(&block[..n]);
-                // Until the block is used up and the decoder holds nothing
-                // more (a full output buffer may leave some behind).
-                while scanner.next_index() < to
-                    && (input.pos() < n || plain.len() == plain.capacity())
-                {
-                    let ended = decoder.decode(&mut input, &mut plain, at as usize)?;
-                    scanner.feed(&plain)?;
-                    if ended && scanner.at_line_start() {
-                        // Frames hold whole lines: the next one is a resync
-                        // point.
-                        marks.add(scanner.next_index(), at + input.pos() as u64);
-                    }
-                    drop_before(&mut scanner, from);
-                }
-            }
-        }
-        at += n as u64;
+    };
+    let more = c.advance(path, marks, from, to)?;
+    let _ = c.scanner.take_before(from);
+    let events = c.scanner.take_before(to);
+    if more {
+        *cursor = Some(c);
     }
-    let first = scanner.next_index() - scanner.events.len() as u64;
-    let mut events = scanner.events;
-    events.truncate(to.saturating_sub(first) as usize);
-    events.drain(..(from.saturating_sub(first) as usize).min(events.len()));
     Ok(Some(events))
-}
-
-/// Drop the scanned events when all of them come before `from`.
-fn drop_before(scanner: &mut Scanner, from: u64) {
-    if scanner.next_index() <= from {
-        scanner.take_events();
-    }
 }
 
 #[cfg(test)]
@@ -222,6 +284,42 @@ mod tests {
                 let marks = &b.marks["r"].0;
                 assert!(marks.iter().any(|&(i, _)| i == 3000), "{marks:?}");
             }
+        }
+    }
+
+    #[test]
+    fn reads_in_order_continue_from_where_the_last_one_stopped() {
+        for compression in BOTH {
+            let root = TempRoot::new("range-cursor");
+            let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+            let h = header("r", None);
+            let batch: Vec<_> = (0..3000).map(event).collect();
+            b.append(&h, &batch, true).unwrap();
+            let more: Vec<_> = (3000..3300).map(event).collect();
+            b.append(&h, &more, false).unwrap();
+            let all = b.load("r").unwrap().unwrap().events;
+            assert!(b.cursor.is_none(), "a whole read drops the cursor");
+            let cursor_at = |b: &JsonlBackend| b.cursor.as_ref().map(|(_, c)| c.first());
+            // In order, in chunks: each read leaves the cursor at its end.
+            for from in (0..3300).step_by(256) {
+                let to = from + 256;
+                let got = b.load_range("r", from, to).unwrap();
+                let want = &all[from as usize..(to as usize).min(all.len())];
+                assert_eq!(got, want, "{compression:?} {from}..{to}");
+                if to < 3300 {
+                    assert_eq!(cursor_at(&b), Some(to), "{compression:?}");
+                } else {
+                    assert_eq!(cursor_at(&b), None, "the log's end drops it");
+                }
+            }
+            // Backwards and with gaps: still the slices of a full read.
+            for (from, to) in [(2000, 2100), (100, 120), (150, 151), (2999, 3001)] {
+                let got = b.load_range("r", from, to).unwrap();
+                assert_eq!(got, &all[from as usize..to as usize], "{compression:?}");
+            }
+            assert_eq!(cursor_at(&b), Some(3001));
+            b.delete("r").unwrap();
+            assert!(b.cursor.is_none(), "a deleted log drops it");
         }
     }
 }

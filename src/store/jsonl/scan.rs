@@ -94,6 +94,16 @@ impl Scanner {
         self.base + self.events.len() as u64
     }
 
+    /// Hand out the events scanned so far whose index is below `index`,
+    /// keeping the later ones (a range read hands out its range and keeps
+    /// what it decoded past it for the next read).
+    pub fn take_before(&mut self, index: u64) -> Vec<Stored> {
+        let n = (index.saturating_sub(self.base) as usize).min(self.events.len());
+        let rest = self.events.split_off(n);
+        self.base += n as u64;
+        std::mem::replace(&mut self.events, rest)
+    }
+
     /// Hand out the events scanned so far; later events continue their
     /// seqs (a streaming read passes the log on in batches).
     pub fn take_events(&mut self) -> Vec<Stored> {
