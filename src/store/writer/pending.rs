@@ -149,8 +149,9 @@ impl Pending {
     }
 
     /// Take the next piece of a seed, and when that ends it, queued
-    /// events up to about `budget` bytes of text, at least one; whole
-    /// blocks move without touching their events.
+    /// events up to about `budget` bytes of text in all (at least one
+    /// event when there is no seed piece); whole blocks move without
+    /// touching their events.
     pub fn take(&mut self, budget: usize) -> Taken {
         let (seed, seed_bytes) = self.take_seed_piece();
         if self.seed.is_some() {
@@ -161,7 +162,7 @@ impl Pending {
                 bytes: seed_bytes,
             };
         }
-        let mut bytes = 0;
+        let mut bytes = seed_bytes;
         let mut blocks = VecDeque::new();
         while let Some(front) = self.blocks.front_mut() {
             // The events of this block that fit, at least one overall.
@@ -185,7 +186,6 @@ impl Pending {
             break;
         }
         self.queued -= blocks.iter().map(Vec::len).sum::<usize>();
-        let bytes = seed_bytes + bytes;
         self.bytes -= bytes;
         Taken {
             seed,

@@ -28,7 +28,7 @@ struct Job {
 pub const ROUND_BYTES: usize = 16 << 20;
 
 /// Write every pending batch (of `only`, or of all sessions) once, each at
-/// most [`ROUND_BYTES`] of text (a seed goes whole).
+/// most [`ROUND_BYTES`] of text (or one longer event).
 pub(super) fn write_round(
     shared: &Shared,
     mut st: MutexGuard<'_, State>,

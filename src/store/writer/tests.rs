@@ -320,8 +320,9 @@ fn a_queue_counts_its_bytes_through_seeds_takes_and_put_backs() {
     assert_eq!(p.queued_bytes(), all);
     assert_eq!(p.queued(), 6);
 
-    // The seed goes whole, then events up to the budget.
-    let taken = p.take(1);
+    // The seed (one piece) goes whole, then events up to the budget,
+    // which counts the seed too.
+    let taken = p.take(seed_bytes + len(&event(3)));
     assert_eq!(taken.bytes, seed_bytes + len(&event(3)));
     let batch = taken.into_batch();
     assert_eq!(
@@ -379,15 +380,20 @@ fn a_long_seed_is_taken_in_the_pieces_it_was_cut_into() {
     assert_eq!((p.queued(), p.queued_bytes()), (4, 4 * one));
     assert_eq!(seqs(p.take(usize::MAX)), [4, 5, 6, 7]);
     assert!(p.is_empty());
-    // The last piece and queued events go in one round.
-    let mut p = Pending::default();
-    p.push_log(
-        Arc::new(seed.clone()),
-        pending::seed_pieces(&seed, usize::MAX),
-    );
-    p.push(event(7), one);
-    assert_eq!(seqs(p.take(one)), [0, 1, 2, 3, 4, 5, 6, 7]);
-    assert_eq!(p.queued_bytes(), 0);
+    // The last piece and queued events go in one round, within the
+    // budget: the piece always, events only if they fit.
+    for (budget, want) in [(8 * one, 8), (7 * one, 7), (one, 7)] {
+        let mut p = Pending::default();
+        p.push_log(
+            Arc::new(seed.clone()),
+            pending::seed_pieces(&seed, usize::MAX),
+        );
+        p.push(event(7), one);
+        let taken = p.take(budget);
+        assert_eq!(taken.bytes, want * one);
+        assert_eq!(seqs(taken), (0..want as u64).collect::<Vec<_>>());
+        assert_eq!(p.queued_bytes(), (8 - want) * one);
+    }
 }
 
 #[test]
