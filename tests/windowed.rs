@@ -22,6 +22,8 @@ struct Gen {
     results: Vec<(u64, u64)>,
     /// The seq of every `turn/end`.
     turn_ends: Vec<u64>,
+    /// Text added to every tool result (to make a session long in bytes).
+    pad: String,
 }
 
 fn result_data(turn: u64, text: &str) -> String {
@@ -39,6 +41,7 @@ impl Gen {
             surface: Vec::new(),
             results: Vec::new(),
             turn_ends: Vec::new(),
+            pad: String::new(),
         }
     }
 
@@ -96,7 +99,7 @@ impl Gen {
         let seq = self.push(
             to,
             "tool/result",
-            &result_data(t, &format!("output {t}")),
+            &result_data(t, &format!("output {t}{}", self.pad)),
             Some(&intent),
         );
         self.surface.push((seq, t));
@@ -504,5 +507,66 @@ fn a_windowed_open_repairs_like_a_full_open() {
         drop((w, f, a, b));
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&copy);
+    }
+}
+
+/// A fork of a session holding far more text than one write takes (16 MiB)
+/// is queued whole and written in pieces, the first one creating the log:
+/// opened again, fully and windowed, the child is the one the fork made.
+#[test]
+fn a_fork_of_a_long_session_is_written_in_pieces_and_reads_back() {
+    for (config, tag) in [
+        (r#"{"backend":"jsonl","path":"DIR"}"#, "fork-long-jsonl"),
+        (
+            r#"{"backend":"jsonl","path":"DIR","compression":"none"}"#,
+            "fork-long-raw",
+        ),
+        (
+            r#"{"backend":"sqlite","path":"DIR/s.db"}"#,
+            "fork-long-sqlite",
+        ),
+    ] {
+        let dir = temp_dir(tag);
+        let config = config.replace("DIR", &dir.display().to_string());
+        let store = Store::open(&config).unwrap();
+        let s = store.create(r#"{"id":"long"}"#).unwrap();
+        let mut gen = Gen::new();
+        gen.pad = "x".repeat(40_000);
+        while gen.turn < 1100 {
+            gen.turn(&[&s]);
+        }
+        let boundary = *gen.turn_ends.last().unwrap() as i64;
+        let child = s.fork(boundary, r#"{"id":"child"}"#).unwrap();
+        let want = (strip_time(child.events()), child.derive());
+        for session in [child, s] {
+            let (st, text) = session.close();
+            assert_eq!(st, DSH_OK, "{tag}: {text}");
+        }
+        let (st, text) = store.close();
+        assert_eq!(st, DSH_OK, "{tag}: {text}");
+        if tag == "fork-long-jsonl" {
+            // The header frame and at least three pieces of the seed (the
+            // magic number may also occur inside compressed data, which
+            // only adds to the count).
+            let log = std::fs::read(dir.join("_no-cwd/child/session.jsonl.zstd")).unwrap();
+            let frames = log
+                .windows(4)
+                .filter(|w| w == &[0x28, 0xb5, 0x2f, 0xfd])
+                .count();
+            assert!(frames >= 4, "{frames} frames");
+        }
+        let store = Store::open(&config).unwrap();
+        let (full, _) = store.open_session("child").unwrap();
+        assert_eq!((strip_time(full.events()), full.derive()), want, "{tag}");
+        let (st, text) = full.close();
+        assert_eq!(st, DSH_OK, "{tag}: {text}");
+        let (w, _) = store
+            .open_windowed("child", Some(r#"{"window":100}"#))
+            .unwrap();
+        assert_eq!((strip_time(w.events()), w.derive()), want, "{tag} windowed");
+        drop(w);
+        let (st, text) = store.close();
+        assert_eq!(st, DSH_OK, "{tag}: {text}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
