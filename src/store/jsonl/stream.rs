@@ -13,7 +13,7 @@ use super::header::{read_header, Mode};
 use super::layout::{io_error, revision_of};
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
-use super::zstd_frames::{decode_frame, scan_frames};
+use super::zstd_frames::{complete_frames, decode_frame, scan_frames};
 use super::Compression;
 use crate::error::Result;
 use crate::json::Value;
@@ -132,9 +132,11 @@ pub fn stream_log(
                 used = pending.len();
             }
             Compression::Zstd => {
-                let frames = scan_frames(&pending[used..], None)?;
+                // Frames still incomplete wait for more bytes; one that
+                // never completes leaves the read unclean at the end.
+                let frames = complete_frames(&pending[used..])?;
                 let base = used;
-                for r in &frames.complete {
+                for r in &frames {
                     marks.add(scanner.next_index(), at + (base + r.start) as u64);
                     // A frame (up to a whole write batch) is decoded a block
                     // at a time, its events handed on as they come.

@@ -81,6 +81,25 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
     })
 }
 
+/// The complete frames at the start of `bytes`, up to the first one that
+/// is not complete yet, with the structural checks of [`scan_frames`] but
+/// without asking whether that one is torn or damaged: for a reader that
+/// will be given more bytes (a streaming read), and that leaves the
+/// verdict on the log's end to the whole-log read. Linear in the frames'
+/// block headers, not in their bytes.
+pub fn complete_frames(bytes: &[u8]) -> Result<Vec<Range<usize>>> {
+    let mut complete = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let Some(end) = frame_end(bytes, pos)? else {
+            break;
+        };
+        complete.push(pos..end);
+        pos = end;
+    }
+    Ok(complete)
+}
+
 /// The start of a structurally complete frame at or after `from`, if any.
 fn later_complete_frame(bytes: &[u8], from: usize) -> Option<usize> {
     let magic = MAGIC.to_le_bytes();
@@ -330,6 +349,15 @@ mod tests {
         }
         // Only the checksum is missing: everything decodes.
         assert_eq!(decode_torn(&b[..b.len() - 4]), b"xyz\n".repeat(100_000));
+        // A streaming reader's scan stops at the incomplete frame, wherever
+        // it is cut, and still refuses what is not a frame.
+        assert_eq!(complete_frames(&all).unwrap(), frames.complete);
+        for cut in (a.len() + 1..all.len()).step_by(97) {
+            assert_eq!(complete_frames(&all[..cut]).unwrap(), vec![0..a.len()]);
+        }
+        let mut bad = all.clone();
+        bad[a.len()] ^= 1;
+        assert_eq!(complete_frames(&bad).unwrap_err().rule, "zstd.bad-magic");
     }
 
     #[test]
