@@ -159,8 +159,10 @@ fn decode_zstd(
     check(&header)?;
     let mut scanner = Scanner::new();
     let mut marks = Marks::default();
-    scan_frames_in_order(bytes, &frames.complete[1..], |range, frame| {
-        marks.add(scanner.events.len() as u64, range.start as u64);
+    scan_frames_in_order(bytes, &frames.complete[1..], |range, first, frame| {
+        if first {
+            marks.add(scanner.events.len() as u64, range.start as u64);
+        }
         let lines = frame.take_lines();
         scanner.feed_decoded(&frame.plain, frame.from, lines)
     })?;
@@ -254,75 +256,106 @@ impl Frame {
 }
 
 /// Decode each complete frame of `ranges` and hand it to `scan`, in log
-/// order. The first error in log order wins: a frame's decode error is
-/// reported only after every earlier frame was scanned without one, and
-/// nothing after an error is scanned. Long logs decode the next frame on a
-/// scoped thread (joined on every path) while `scan` runs on this one;
-/// when that thread is ahead, it decodes the ready frame's lines from the
-/// back until the scanner takes it, so both threads share the line work.
+/// order: whole, or in pieces when it is long (see [`FrameDecoder::pieces`];
+/// `scan` is told which piece is a frame's first). The first error in log
+/// order wins: a frame's decode error is reported only after every earlier
+/// frame was scanned without one, and nothing after an error is scanned.
+/// Long logs decode the next piece on a scoped thread (joined on every
+/// path) while `scan` runs on this one; when that thread is ahead, it
+/// decodes the ready piece's lines from the back until the scanner takes
+/// it, so both threads share the line work.
 fn scan_frames_in_order(
     bytes: &[u8],
     ranges: &[Range<usize>],
-    mut scan: impl FnMut(&Range<usize>, &mut Frame) -> Result<()>,
+    mut scan: impl FnMut(&Range<usize>, bool, &mut Frame) -> Result<()>,
 ) -> Result<()> {
-    let decode = |decoder: &mut FrameDecoder, range: &Range<usize>, buf: &mut Vec<u8>| {
-        decoder.decode_into(&bytes[range.clone()], "zstd.frame-decode", range.start, buf)
-    };
     let compressed: usize = ranges.iter().map(ExactSizeIterator::len).sum();
     if ranges.len() < PIPELINE_FRAMES || compressed < PIPELINE_BYTES {
         let mut decoder = FrameDecoder::new();
         let mut frame = Frame::new(Vec::new());
         for range in ranges {
-            decode(&mut decoder, range, &mut frame.plain)?;
-            frame.from = frame.plain.len();
-            scan(range, &mut frame)?;
+            let mut pieces = decoder.pieces(&bytes[range.clone()], range.start);
+            let mut first = true;
+            while pieces.next_into(&mut frame.plain)? {
+                frame.from = frame.plain.len();
+                scan(range, first, &mut frame)?;
+                first = false;
+            }
         }
         return Ok(());
     }
     std::thread::scope(|s| {
-        // One decoded frame waits while the next is decoded and this thread
+        // One decoded piece waits while the next is decoded and this thread
         // scans a third; scanned buffers go back to the decoder for reuse.
-        let (ready, decoded) = mpsc::sync_channel::<Result<Frame>>(1);
+        let (ready, decoded) = mpsc::sync_channel::<Result<Piece>>(1);
         let (recycle, recycled) = mpsc::channel::<Vec<u8>>();
         s.spawn(move || {
             let mut decoder = FrameDecoder::new();
             for range in ranges {
-                let mut buf = recycled.try_recv().unwrap_or_default();
-                let mut item = decode(&mut decoder, range, &mut buf).map(|()| Frame::new(buf));
-                let failed = item.is_err();
-                // Until the scanner takes the frame, decode its lines.
-                let mut more = !failed;
-                let sent = loop {
-                    if !more {
-                        break ready.send(item).is_ok();
-                    }
-                    match ready.try_send(item) {
-                        Ok(()) => break true,
-                        Err(mpsc::TrySendError::Disconnected(_)) => break false,
-                        Err(mpsc::TrySendError::Full(back)) => {
-                            item = back;
-                            if let Ok(frame) = &mut item {
-                                more = frame.decode_back(LINES_PER_STEP);
+                let mut pieces = decoder.pieces(&bytes[range.clone()], range.start);
+                let mut first = true;
+                loop {
+                    let mut buf = recycled.try_recv().unwrap_or_default();
+                    let mut item = pieces.next_into(&mut buf).map(|_| Piece {
+                        frame: Frame::new(buf),
+                        first,
+                        last: pieces.is_done(),
+                    });
+                    first = false;
+                    let (failed, last) = match &item {
+                        Ok(piece) => (false, piece.last),
+                        Err(_) => (true, true),
+                    };
+                    // Until the scanner takes the piece, decode its lines.
+                    let mut more = !failed;
+                    let sent = loop {
+                        if !more {
+                            break ready.send(item).is_ok();
+                        }
+                        match ready.try_send(item) {
+                            Ok(()) => break true,
+                            Err(mpsc::TrySendError::Disconnected(_)) => break false,
+                            Err(mpsc::TrySendError::Full(back)) => {
+                                item = back;
+                                if let Ok(piece) = &mut item {
+                                    more = piece.frame.decode_back(LINES_PER_STEP);
+                                }
                             }
                         }
+                    };
+                    // A closed channel means the scan stopped at an error.
+                    if !sent || failed {
+                        return;
                     }
-                };
-                // A closed channel means the scan stopped at an error.
-                if !sent || failed {
-                    break;
+                    if last {
+                        break;
+                    }
                 }
             }
         });
-        for range in ranges {
-            let mut frame = decoded
+        let mut ranges = ranges.iter();
+        let mut range = ranges.next();
+        while let Some(r) = range {
+            let mut piece = decoded
                 .recv()
-                .expect("the decoder sends one result per frame until an error")?;
-            scan(range, &mut frame)?;
+                .expect("the decoder sends every piece until an error")?;
+            scan(r, piece.first, &mut piece.frame)?;
+            if piece.last {
+                range = ranges.next();
+            }
             // The decoder may have finished already; the buffer is then freed.
-            let _ = recycle.send(frame.plain);
+            let _ = recycle.send(piece.frame.plain);
         }
         Ok(())
     })
+}
+
+/// A piece of a frame on its way to the scanner, and whether it is the
+/// frame's first and last.
+struct Piece {
+    frame: Frame,
+    first: bool,
+    last: bool,
 }
 
 /// Lines the decoding thread decodes between two offers of a ready frame.

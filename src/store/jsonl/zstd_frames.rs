@@ -192,12 +192,105 @@ pub fn decode_frame(frame: &[u8], rule: &'static str, at: usize) -> Result<Vec<u
 #[derive(Default)]
 pub struct FrameDecoder {
     context: Option<zstd::bulk::Decompressor<'static>>,
+    /// The context of frames decoded in pieces (see [`FrameDecoder::pieces`]).
+    stream: Option<StreamDecoder>,
+}
+
+/// Frames that state at most this much plaintext are decoded whole; longer
+/// ones, and ones that do not state their size, in pieces (a frame written
+/// by another writer may hold a whole session). Small in tests, so that
+/// logs of a few lines take the piece path.
+pub const WHOLE_MAX: usize = if cfg!(test) { 4096 } else { 32 << 20 };
+
+/// The plaintext of one piece of a frame decoded in pieces (about).
+pub const PIECE: usize = if cfg!(test) { 4096 } else { 16 << 20 };
+
+/// The pieces of one frame (see [`FrameDecoder::pieces`]).
+pub struct FramePieces<'d, 'f> {
+    decoder: &'d mut FrameDecoder,
+    frame: &'f [u8],
+    at: usize,
+    /// The frame bytes decoded so far, once decoding in pieces started.
+    pos: Option<usize>,
+    done: bool,
+}
+
+impl FramePieces<'_, '_> {
+    /// The frame's last piece was given.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The next piece of the frame's plaintext into `out` (cleared
+    /// first); false when the frame is done. The pieces of a frame
+    /// concatenate to its plaintext; a short frame is one piece. Refusals
+    /// as [`FrameDecoder::decode_into`]'s, also for a frame whose bytes end
+    /// before its last block or go on after it.
+    pub fn next_into(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        let rule = "zstd.frame-decode";
+        if self.pos.is_none() {
+            let size = zstd::zstd_safe::get_frame_content_size(self.frame)
+                .ok()
+                .flatten();
+            if size.is_some_and(|n| n <= WHOLE_MAX as u64) {
+                self.done = true;
+                self.decoder.decode_into(self.frame, rule, self.at, out)?;
+                return Ok(true);
+            }
+            match &mut self.decoder.stream {
+                Some(stream) => stream.reset(),
+                slot @ None => *slot = Some(StreamDecoder::new()?),
+            }
+            self.pos = Some(0);
+        }
+        let stream = self.decoder.stream.as_mut().expect("made above");
+        out.clear();
+        out.reserve(PIECE);
+        let mut input = zstd::zstd_safe::InBuffer::around(self.frame);
+        input.set_pos(self.pos.unwrap_or(0));
+        loop {
+            let before = (input.pos(), out.len());
+            if stream.decode_more(&mut input, out, self.at)? {
+                self.done = true;
+                if input.pos() != self.frame.len() {
+                    let e = io::Error::other("bytes after the end of the frame");
+                    return Err(decode_error(rule, self.at, &e));
+                }
+                break;
+            }
+            if out.len() == out.capacity() {
+                break;
+            }
+            if (input.pos(), out.len()) == before {
+                let e = io::Error::other("the frame's bytes end before its last block");
+                return Err(decode_error(rule, self.at, &e));
+            }
+        }
+        self.pos = Some(input.pos());
+        Ok(true)
+    }
 }
 
 impl FrameDecoder {
     /// A decoder whose context is made on first use.
     pub fn new() -> FrameDecoder {
         FrameDecoder::default()
+    }
+
+    /// The plaintext of the complete frame `frame` (at file offset `at`),
+    /// piece by piece: whole when it states at most [`WHOLE_MAX`] bytes,
+    /// else in pieces of about [`PIECE`].
+    pub fn pieces<'d, 'f>(&'d mut self, frame: &'f [u8], at: usize) -> FramePieces<'d, 'f> {
+        FramePieces {
+            decoder: self,
+            frame,
+            at,
+            pos: None,
+            done: false,
+        }
     }
 
     /// [`decode_frame`] into `out` (cleared first): the same checks (the
@@ -259,6 +352,13 @@ impl StreamDecoder {
         Ok(StreamDecoder { context })
     }
 
+    /// Back to the start of a frame (after one left half decoded).
+    pub fn reset(&mut self) {
+        let _ = self
+            .context
+            .reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+    }
+
     /// Decode from `input` into `out` (cleared first) until `out` is full
     /// or `input` is used up, or a frame ends. Returns true when a frame
     /// ended (at `input.pos()`; `out` then ends with its last byte). Bad
@@ -271,8 +371,20 @@ impl StreamDecoder {
         at: usize,
     ) -> Result<bool> {
         out.clear();
+        self.decode_more(input, out, at)
+    }
+
+    /// [`StreamDecoder::decode`] that appends to `out` (into its spare
+    /// capacity) instead of clearing it.
+    pub fn decode_more(
+        &mut self,
+        input: &mut zstd::zstd_safe::InBuffer<'_>,
+        out: &mut Vec<u8>,
+        at: usize,
+    ) -> Result<bool> {
         let from = input.pos();
-        let mut output = zstd::zstd_safe::OutBuffer::around(out);
+        let pos = out.len();
+        let mut output = zstd::zstd_safe::OutBuffer::around_pos(out, pos);
         match self.context.decompress_stream(&mut output, input) {
             Ok(hint) => Ok(hint == 0),
             Err(code) => {
@@ -358,6 +470,58 @@ mod tests {
         let mut bad = all.clone();
         bad[a.len()] ^= 1;
         assert_eq!(complete_frames(&bad).unwrap_err().rule, "zstd.bad-magic");
+    }
+
+    #[test]
+    fn a_long_frame_is_decoded_in_pieces_that_concatenate_to_its_text() {
+        let mut decoder = FrameDecoder::new();
+        let long = b"xyz\n".repeat(100_000);
+        // A frame that does not state its size goes in pieces too.
+        let mut unsized_frame = Vec::new();
+        let mut encoder = zstd::stream::Encoder::new(&mut unsized_frame, LEVEL).unwrap();
+        encoder.include_checksum(true).unwrap();
+        encoder.write_all(b"{}\n").unwrap();
+        encoder.finish().unwrap();
+        for (plain, f, pieces_at_least) in [
+            (&b"{\"a\":1}\n"[..], frame(b"{\"a\":1}\n"), 1),
+            (&long[..], frame(&long), long.len() / PIECE),
+            (&b"{}\n"[..], unsized_frame.clone(), 1),
+        ] {
+            let mut pieces = decoder.pieces(&f, 7);
+            let mut got = Vec::new();
+            let mut n = 0;
+            let mut buf = b"left over".to_vec();
+            while pieces.next_into(&mut buf).unwrap() {
+                assert!(buf.len() <= PIECE.max(WHOLE_MAX), "{}", buf.len());
+                got.extend_from_slice(&buf);
+                n += 1;
+            }
+            assert!(pieces.is_done());
+            assert_eq!(got, plain);
+            assert!(n >= pieces_at_least, "{n} pieces");
+        }
+        // Bytes that end before the frame's last block, or go on after it.
+        let f = frame(&long);
+        for bad in [&f[..f.len() - 5], &[&f[..], &[0u8; 3][..]].concat()[..]] {
+            let mut pieces = decoder.pieces(bad, 7);
+            let mut buf = Vec::new();
+            let err = loop {
+                match pieces.next_into(&mut buf) {
+                    Ok(true) => {}
+                    Ok(false) => panic!("a bad frame decoded"),
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(err.rule, "zstd.frame-decode");
+        }
+        // The decoder starts the next frame afresh after a failed one.
+        let mut pieces = decoder.pieces(&f, 0);
+        let mut got = Vec::new();
+        let mut buf = Vec::new();
+        while pieces.next_into(&mut buf).unwrap() {
+            got.extend_from_slice(&buf);
+        }
+        assert_eq!(got, long);
     }
 
     #[test]
