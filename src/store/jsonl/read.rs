@@ -160,7 +160,9 @@ fn decode_zstd(
     let mut scanner = Scanner::new();
     let mut marks = Marks::default();
     scan_frames_in_order(bytes, &frames.complete[1..], |range, first, frame| {
-        if first {
+        // A frame start is a resync point when it starts a line (another
+        // writer may cut frames inside lines).
+        if first && scanner.at_line_start() {
             marks.add(scanner.events.len() as u64, range.start as u64);
         }
         let lines = frame.take_lines();

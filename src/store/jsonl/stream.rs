@@ -13,15 +13,17 @@ use super::header::{read_header, Mode};
 use super::layout::{io_error, revision_of};
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
-use super::zstd_frames::{complete_frames, decode_frame, scan_frames};
+use super::zstd_frames::{decode_frame, scan_frames, StreamDecoder, MAGIC};
 use super::Compression;
 use crate::error::Result;
 use crate::json::Value;
 use crate::store::backend::Stored;
+use zstd::zstd_safe::InBuffer;
 
 /// How much of the file one read takes, and how much plain text one
-/// decoding step of a zstd frame yields.
-const BLOCK: usize = 1 << 20;
+/// decoding step of a zstd frame yields (small in tests, so that frames and
+/// decoding steps are cut across reads).
+const BLOCK: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 
 /// What a streaming read ends with.
 #[derive(Debug)]
@@ -74,7 +76,11 @@ pub fn stream_log(
     let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
     let before = revision_of(&file.metadata().map_err(|e| io_error("io.stat", path, &e))?);
     let mut block = vec![0u8; BLOCK];
-    let mut plain = vec![0u8; BLOCK];
+    let mut plain = Vec::with_capacity(BLOCK);
+    let mut decoder = StreamDecoder::new()?;
+    // At the start of a zstd frame (after the header frame's end, and after
+    // each frame the decoder finished).
+    let mut frame_start = true;
     let mut pending: Vec<u8> = Vec::new();
     // File offset of `pending[0]`.
     let mut at = 0u64;
@@ -132,30 +138,37 @@ pub fn stream_log(
                 used = pending.len();
             }
             Compression::Zstd => {
-                // Frames still incomplete wait for more bytes; one that
-                // never completes leaves the read unclean at the end.
-                let frames = complete_frames(&pending[used..])?;
-                let base = used;
-                for r in &frames {
-                    marks.add(scanner.next_index(), at + (base + r.start) as u64);
-                    // A frame (up to a whole write batch) is decoded a block
-                    // at a time, its events handed on as they come.
-                    let frame = &pending[base + r.start..base + r.end];
-                    let mut decoder = zstd::stream::read::Decoder::with_buffer(frame)
-                        .map_err(|e| io_error("io.read", path, &e))?
-                        .single_frame();
-                    loop {
-                        let n = fill_from(&mut decoder, &mut plain, path)?;
-                        if n == 0 {
-                            break;
+                // Frames are decoded as their bytes arrive, never held
+                // whole (a frame written by another writer may hold a whole
+                // session); their events are handed on as they come.
+                let mut input = InBuffer::around(&pending[used..]);
+                loop {
+                    let rest = &pending[used + input.pos()..];
+                    if frame_start {
+                        if rest.len() < 4 {
+                            break; // its magic number is not here yet
                         }
-                        scanner.feed(&plain[..n])?;
-                        if !hand_on(&mut scanner, h, sink)? {
-                            return Ok(None);
+                        if rest[..4] != MAGIC.to_le_bytes() {
+                            return Ok(None); // the whole read names it
                         }
+                        if scanner.at_line_start() {
+                            let offset = at + (used + input.pos()) as u64;
+                            marks.add(scanner.next_index(), offset);
+                        }
+                    } else if rest.is_empty() && plain.len() < plain.capacity() {
+                        break; // the decoder holds no more text: read on
                     }
-                    used = base + r.end;
+                    // Bad data is for the whole read to name.
+                    let Ok(ended) = decoder.decode(&mut input, &mut plain, 0) else {
+                        return Ok(None);
+                    };
+                    scanner.feed(&plain)?;
+                    if !hand_on(&mut scanner, h, sink)? {
+                        return Ok(None);
+                    }
+                    frame_start = ended;
                 }
+                used += input.pos();
             }
         }
         pending.drain(..used);
@@ -167,8 +180,12 @@ pub fn stream_log(
             break;
         }
     }
-    let clean =
-        pending.is_empty() && scanner.at_line_start() && scanner.committed == scanner.consumed;
+    // Clean: every byte decoded, the last frame finished, the last line
+    // complete and accepted.
+    let clean = pending.is_empty()
+        && frame_start
+        && scanner.at_line_start()
+        && scanner.committed == scanner.consumed;
     let after = faults::hit(Point::StreamRestat, path).and_then(|()| std::fs::metadata(path));
     let after = revision_of(&after.map_err(|e| io_error("io.stat", path, &e))?);
     match header {
@@ -178,5 +195,122 @@ pub fn stream_log(
             marks,
         })),
         _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{ev, header, TempRoot};
+    use super::super::zstd_frames::compress_frame;
+    use super::super::{Compression, JsonlBackend};
+    use crate::store::backend::{Backend, Stored};
+    use crate::test_rng::Rng;
+
+    /// Event `i` (with non-ASCII text, so cuts fall inside characters).
+    fn event(i: u64) -> std::sync::Arc<crate::engine::Event> {
+        ev(&format!(
+            r#"{{"type":"plugin/x","seq":{i},"time":5,"data":{{"text":"é€{i} {}"}}}}"#,
+            "z".repeat((i as usize * 37) % 300)
+        ))
+    }
+
+    /// Rewrite the log at `path` as its header frame and the body cut into
+    /// frames at `cuts` (byte offsets into the body), with `extra` bytes
+    /// inserted before frame `k` when given.
+    fn reframe(path: &std::path::Path, cuts: &[usize], extra: Option<(usize, &[u8])>) {
+        let plain = zstd::stream::decode_all(&std::fs::read(path).unwrap()[..]).unwrap();
+        let header_end = plain.iter().position(|&c| c == b'\n').unwrap() + 1;
+        let (head, body) = plain.split_at(header_end);
+        let mut out = Vec::new();
+        compress_frame(head, &mut out).unwrap();
+        let mut bounds = vec![0, body.len()];
+        bounds.extend_from_slice(cuts);
+        bounds.sort_unstable();
+        bounds.dedup();
+        for (k, w) in bounds.windows(2).enumerate() {
+            if let Some((at, bytes)) = extra {
+                if at == k {
+                    out.extend_from_slice(bytes);
+                }
+            }
+            compress_frame(&body[w[0]..w[1]], &mut out).unwrap();
+        }
+        std::fs::write(path, out).unwrap();
+    }
+
+    fn streamed(root: &TempRoot) -> Option<Vec<Stored>> {
+        let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
+        let mut got = Vec::new();
+        let end = b
+            .load_streaming("s", &mut |_, batch| {
+                got.extend(batch);
+                Ok(())
+            })
+            .unwrap();
+        end.map(|_| got)
+    }
+
+    #[test]
+    fn a_log_streams_like_a_whole_read_whatever_its_frames() {
+        let root = TempRoot::new("stream-frames");
+        let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
+        let events: Vec<_> = (0..3000).map(event).collect();
+        b.append(&header("s", None), &events, true).unwrap();
+        drop(b);
+        let path = root.0.join("_no-cwd/s/session.jsonl.zstd");
+        let body_len = {
+            let plain = zstd::stream::decode_all(&std::fs::read(&path).unwrap()[..]).unwrap();
+            plain.len() - plain.iter().position(|&c| c == b'\n').unwrap() - 1
+        };
+        let mut r = Rng(0x57_4EA4);
+        for round in 0..20 {
+            // Frames cut anywhere: inside lines and characters, empty ones
+            // dropped, one frame far longer than a read or a decoding step.
+            let cuts: Vec<usize> = (0..r.below(8)).map(|_| r.below(body_len)).collect();
+            reframe(&path, &cuts, None);
+            let whole = JsonlBackend::open(&root.0, Compression::Zstd)
+                .unwrap()
+                .load("s")
+                .unwrap()
+                .unwrap();
+            assert_eq!(whole.events.len(), 3000);
+            let got = streamed(&root).unwrap_or_else(|| panic!("round {round}: not clean"));
+            assert_eq!(got, whole.events, "round {round} {cuts:?}");
+            // The resync points kept by either read are right: range reads
+            // from them give slices of the whole read.
+            for streaming in [true, false] {
+                let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
+                if streaming {
+                    b.load_streaming("s", &mut |_, _| Ok(())).unwrap().unwrap();
+                } else {
+                    b.load("s").unwrap().unwrap();
+                }
+                for (from, to) in [(0, 3), (1500, 1510), (2999, 3000)] {
+                    let range = b.load_range("s", from, to).unwrap();
+                    let want = &whole.events[from as usize..to as usize];
+                    assert_eq!(range, want, "round {round} {streaming}");
+                }
+            }
+        }
+        // A skippable frame, or a frame whose data is damaged: the stream
+        // leaves it to the whole read, which names it.
+        let skippable = [0x50, 0x2a, 0x4d, 0x18, 1, 0, 0, 0, 0];
+        reframe(&path, &[body_len / 2], Some((1, &skippable)));
+        assert!(streamed(&root).is_none());
+        let err = JsonlBackend::open(&root.0, Compression::Zstd)
+            .unwrap()
+            .load("s")
+            .unwrap_err();
+        assert_eq!(err.rule, "zstd.bad-magic");
+        reframe(&path, &[body_len / 2], None);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 40] ^= 0x55;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(streamed(&root).is_none());
+        assert!(JsonlBackend::open(&root.0, Compression::Zstd)
+            .unwrap()
+            .load("s")
+            .is_err());
     }
 }

@@ -14,7 +14,8 @@ use crate::error::{Error, Result, Status};
 /// thread's compression is what bounds write-behind throughput.
 pub const LEVEL: i32 = 1;
 
-const MAGIC: u32 = 0xFD2F_B528;
+/// The magic number that starts every Zstandard frame.
+pub const MAGIC: u32 = 0xFD2F_B528;
 
 /// Append one frame holding `plain` (content checksum on) to `out`.
 pub fn compress_frame(plain: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
@@ -79,25 +80,6 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
         complete,
         torn_start: None,
     })
-}
-
-/// The complete frames at the start of `bytes`, up to the first one that
-/// is not complete yet, with the structural checks of [`scan_frames`] but
-/// without asking whether that one is torn or damaged: for a reader that
-/// will be given more bytes (a streaming read), and that leaves the
-/// verdict on the log's end to the whole-log read. Linear in the frames'
-/// block headers, not in their bytes.
-pub fn complete_frames(bytes: &[u8]) -> Result<Vec<Range<usize>>> {
-    let mut complete = Vec::new();
-    let mut pos = 0;
-    while pos < bytes.len() {
-        let Some(end) = frame_end(bytes, pos)? else {
-            break;
-        };
-        complete.push(pos..end);
-        pos = end;
-    }
-    Ok(complete)
 }
 
 /// The start of a structurally complete frame at or after `from`, if any.
@@ -461,15 +443,6 @@ mod tests {
         }
         // Only the checksum is missing: everything decodes.
         assert_eq!(decode_torn(&b[..b.len() - 4]), b"xyz\n".repeat(100_000));
-        // A streaming reader's scan stops at the incomplete frame, wherever
-        // it is cut, and still refuses what is not a frame.
-        assert_eq!(complete_frames(&all).unwrap(), frames.complete);
-        for cut in (a.len() + 1..all.len()).step_by(97) {
-            assert_eq!(complete_frames(&all[..cut]).unwrap(), vec![0..a.len()]);
-        }
-        let mut bad = all.clone();
-        bad[a.len()] ^= 1;
-        assert_eq!(complete_frames(&bad).unwrap_err().rule, "zstd.bad-magic");
     }
 
     #[test]
