@@ -334,12 +334,20 @@ impl Backend for JsonlBackend {
             self.logs.remove(&segment);
             return Ok(None);
         };
-        let Some((bytes, revision)) = read::stable_read(&path)? else {
+        let check = |h: &Value| self.check_identity(Some(id), h, &path);
+        let read = match self.compression {
+            // Scanned as it is read (the file is as long as its text).
+            Compression::None => read::stable_read_plain(&path, check)?,
+            Compression::Zstd => match read::stable_read(&path)? {
+                Some((bytes, revision)) => {
+                    Some((read::decode_zstd(&bytes, &path, check)?, revision))
+                }
+                None => None,
+            },
+        };
+        let Some((decoded, revision)) = read else {
             return Ok(None);
         };
-        let decoded = read::decode(&bytes, self.compression, &path, |h| {
-            self.check_identity(Some(id), h, &path)
-        })?;
         let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
         self.marks.insert(segment.clone(), decoded.marks);
         self.forget_cursor(&segment);

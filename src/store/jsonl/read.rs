@@ -59,14 +59,104 @@ pub fn stable_read(path: &Path) -> Result<Option<(Vec<u8>, String)>> {
             return Ok(Some((bytes, after)));
         }
     }
-    Err(Error::new(
+    Err(unstable(path))
+}
+
+fn unstable(path: &Path) -> Error {
+    Error::new(
         Status::Io,
         "io.read-unstable",
         format!(
             "{}: the log kept changing while it was read",
             path.display()
         ),
-    ))
+    )
+}
+
+/// [`stable_read`] and [`decode`] of a plain log in one pass: the file is
+/// scanned a block at a time as it is read, so it is never held whole next
+/// to its events (a plain log is as long as its text). A read during which
+/// the file changed is thrown away and made again, as `stable_read` does;
+/// a refusal counts only when the file did not change under it. `None`
+/// when the file is absent.
+pub fn stable_read_plain(
+    path: &Path,
+    mut check: impl FnMut(&Value) -> Result<()>,
+) -> Result<Option<(Decoded, String)>> {
+    for _ in 0..STABLE_TRIES {
+        let Some(before) = layout::stat(path)? else {
+            return Ok(None);
+        };
+        let read = match File::open(path) {
+            Ok(file) => read_plain(file, path, &mut check),
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => Err(io_error("io.read", path, &e)),
+        };
+        let Some(after) = layout::stat_at(Point::ReadRestat, path)? else {
+            return Ok(None);
+        };
+        let (before, after) = (revision_of(&before), revision_of(&after));
+        if before == after {
+            return read.map(|decoded| Some((decoded, after)));
+        }
+    }
+    Err(unstable(path))
+}
+
+/// One pass of [`stable_read_plain`]: the header line, then the events,
+/// [`PIECE`] bytes of the file at a time.
+fn read_plain(
+    mut file: File,
+    path: &Path,
+    check: &mut impl FnMut(&Value) -> Result<()>,
+) -> Result<Decoded> {
+    let mut block = vec![0u8; PIECE];
+    // The header line so far, until its end is read.
+    let mut head = Vec::new();
+    let mut header = None;
+    let mut scanner = Scanner::new();
+    let mut marks = Marks::default();
+    let mut total = 0;
+    loop {
+        let n = match file.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_error("io.read", path, &e)),
+        };
+        total += n;
+        let mut body = &block[..n];
+        if header.is_none() {
+            let Some(nl) = memchr(b'\n', body) else {
+                head.extend_from_slice(body);
+                continue;
+            };
+            head.extend_from_slice(&body[..=nl]);
+            let h = read_header(&head, path, Mode::Load)?.expect("load mode");
+            check(&h)?;
+            header = Some(h);
+            body = &body[nl + 1..];
+        }
+        // The end of the last accepted line is a resync point.
+        marks.add(
+            scanner.events.len() as u64,
+            (head.len() + scanner.committed) as u64,
+        );
+        scanner.feed(body)?;
+    }
+    let header = header.ok_or_else(|| header_missing(path))?;
+    let committed = head.len() + scanner.committed;
+    marks.cut(committed as u64);
+    let torn = (committed < total).then_some(Torn {
+        marker: committed as u64,
+        recovered: 0,
+    });
+    Ok(Decoded {
+        header,
+        events: scanner.events,
+        torn,
+        marks,
+    })
 }
 
 fn header_missing(path: &Path) -> Error {
@@ -93,56 +183,9 @@ fn is_one_line(plain: &[u8]) -> bool {
     memchr(b'\n', plain) == Some(plain.len().wrapping_sub(1))
 }
 
-/// Decode a whole log. `check` runs on the header before any event is
-/// scanned (the identity check).
-pub fn decode(
-    bytes: &[u8],
-    compression: Compression,
-    path: &Path,
-    check: impl FnOnce(&Value) -> Result<()>,
-) -> Result<Decoded> {
-    match compression {
-        Compression::None => decode_plain(bytes, path, check),
-        Compression::Zstd => decode_zstd(bytes, path, check),
-    }
-}
-
-fn decode_plain(
-    bytes: &[u8],
-    path: &Path,
-    check: impl FnOnce(&Value) -> Result<()>,
-) -> Result<Decoded> {
-    let header_len = memchr(b'\n', bytes).ok_or_else(|| header_missing(path))? + 1;
-    let header = read_header(&bytes[..header_len], path, Mode::Load)?.expect("load mode");
-    check(&header)?;
-    let mut scanner = Scanner::new();
-    let mut marks = Marks::default();
-    let body = &bytes[header_len..];
-    let mut pos = 0;
-    while pos < body.len() {
-        let end = match body.get(pos + PIECE..) {
-            Some(rest) => memchr(b'\n', rest).map_or(body.len(), |i| pos + PIECE + i + 1),
-            None => body.len(),
-        };
-        marks.add(scanner.events.len() as u64, (header_len + pos) as u64);
-        scanner.feed(&body[pos..end])?;
-        pos = end;
-    }
-    let committed = header_len + scanner.committed;
-    marks.cut(committed as u64);
-    let torn = (committed < bytes.len()).then_some(Torn {
-        marker: committed as u64,
-        recovered: 0,
-    });
-    Ok(Decoded {
-        header,
-        events: scanner.events,
-        torn,
-        marks,
-    })
-}
-
-fn decode_zstd(
+/// Decode a whole zstd log read by [`stable_read`]. `check` runs on the
+/// header before any event is scanned (the identity check).
+pub fn decode_zstd(
     bytes: &[u8],
     path: &Path,
     check: impl FnOnce(&Value) -> Result<()>,

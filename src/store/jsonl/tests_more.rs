@@ -301,3 +301,51 @@ fn materialization_surfaces_a_project_directory_fault() {
         assert!(b.load("p").unwrap().is_none(), "nothing was written");
     }
 }
+
+/// A plain log is scanned as it is read, a block (4 KiB under test) at a
+/// time: cut anywhere, its load keeps the complete lines, marks the end of
+/// the last one as the torn tail, and reads the same events whole.
+#[test]
+fn a_plain_log_cut_anywhere_loads_its_complete_lines() {
+    let root = TempRoot::new("plain-cuts");
+    let mut b = JsonlBackend::open(&root.0, Compression::None).unwrap();
+    let h = header("p", None);
+    let events: Vec<_> = (0..600)
+        .map(|i| {
+            ev(&format!(
+                r#"{{"type":"plugin/x","seq":{i},"time":5,"data":{{"t":"é{}"}}}}"#,
+                "w".repeat(i as usize % 90)
+            ))
+        })
+        .collect();
+    b.append(&h, &events, true).unwrap();
+    let path = b.path_of(&h).unwrap();
+    let full = fs::read(&path).unwrap();
+    let header_len = full.iter().position(|&c| c == b'\n').unwrap() + 1;
+    let mut r = crate::test_rng::Rng(0xC0_7A11);
+    let mut cuts: Vec<usize> = (0..30)
+        .map(|_| header_len + r.below(full.len() - header_len))
+        .collect();
+    cuts.extend([header_len, full.len()]);
+    for cut in cuts {
+        fs::write(&path, &full[..cut]).unwrap();
+        let loaded = b.load("p").unwrap().unwrap();
+        let line_end = full[..cut].iter().rposition(|&c| c == b'\n').unwrap() + 1;
+        let lines = full[header_len..line_end]
+            .iter()
+            .filter(|&&c| c == b'\n')
+            .count();
+        assert_eq!(loaded.events.len(), lines, "cut {cut}");
+        assert_eq!(
+            stored_texts(&loaded.events),
+            event_texts(&events[..lines]),
+            "cut {cut}"
+        );
+        let torn = loaded.torn.map(|t| (t.marker, t.recovered));
+        let want = (line_end < cut).then_some((line_end as u64, 0));
+        assert_eq!(torn, want, "cut {cut}");
+    }
+    // Without the header's end the log has no header.
+    fs::write(&path, &full[..header_len - 1]).unwrap();
+    assert_eq!(b.load("p").unwrap_err().rule, "jsonl.header-missing");
+}
