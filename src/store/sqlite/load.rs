@@ -8,6 +8,8 @@
 //! cores decode and the rows in flight stay bounded. Each batch keeps its
 //! rows' seqs and outcomes and drops the rows, so the whole log's rows are
 //! never held at once.
+//!
+//! Also the read of a range of a session's events (windowed sessions).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -260,4 +262,40 @@ fn settle(batches: Vec<Decoded>, base: u64) -> Result<Scan> {
         events: all,
         torn_from: None,
     })
+}
+
+/// The stored events of `id` with seqs `from..to` (fewer when the log ends
+/// first): the rows from 1023 seqs before `from` (a packed row starting
+/// that early may cover it), of which only packed rows before `from` are
+/// decoded.
+pub(super) fn load_range(conn: &Connection, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
+    if from >= to {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq",
+            rows::COLUMNS
+        ))
+        .map_err(sql_err)?;
+    let low = from.saturating_sub(1023).min(i64::MAX as u64) as i64;
+    let high = to.min(i64::MAX as u64) as i64;
+    let mut q = stmt
+        .query((Wtf8(id.as_bytes()), low, high))
+        .map_err(sql_err)?;
+    let mut out = Vec::with_capacity((to - from).min(1 << 16) as usize);
+    while let Some(row) = q.next().map_err(sql_err)? {
+        let row = RawRow::from_row(row)?;
+        let first = row.seq;
+        if first < from && !row.is_packed() {
+            continue; // one event, before the range
+        }
+        for (i, e) in rows::decode(&row)?.into_iter().enumerate() {
+            let seq = first + i as u64;
+            if (from..to).contains(&seq) {
+                out.push(e);
+            }
+        }
+    }
+    Ok(out)
 }

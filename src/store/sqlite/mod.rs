@@ -446,34 +446,7 @@ impl Backend for SqliteBackend {
     }
 
     fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
-        if from >= to {
-            return Ok(Vec::new());
-        }
-        // A packed row starting up to 1023 seqs earlier may cover `from`.
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq",
-                rows::COLUMNS
-            ))
-            .map_err(sql_err)?;
-        let low = from.saturating_sub(1023).min(i64::MAX as u64) as i64;
-        let high = to.min(i64::MAX as u64) as i64;
-        let mut q = stmt
-            .query((Wtf8(id.as_bytes()), low, high))
-            .map_err(sql_err)?;
-        let mut out = Vec::with_capacity((to - from).min(1 << 16) as usize);
-        while let Some(row) = q.next().map_err(sql_err)? {
-            let row = RawRow::from_row(row)?;
-            let first = row.seq;
-            for (i, e) in rows::decode(&row)?.into_iter().enumerate() {
-                let seq = first + i as u64;
-                if (from..to).contains(&seq) {
-                    out.push(e);
-                }
-            }
-        }
-        Ok(out)
+        load::load_range(&self.conn, id, from, to)
     }
 
     fn revision(&mut self, id: &str) -> Result<Option<String>> {

@@ -108,3 +108,41 @@ fn damage_in_a_long_open_turn_is_a_torn_tail() {
         })
     );
 }
+
+/// A range read (windowed sessions) is the slice of a whole read, also
+/// when it starts inside a packed row or right after single rows it skips
+/// without decoding.
+#[test]
+fn a_range_read_is_the_slice_of_a_whole_read() {
+    use super::tests::{delta, header, open, plain, TempDir};
+    let dir = TempDir::new("range");
+    let mut b = open(&dir.db());
+    // Runs of text deltas (packed rows) between single events.
+    let events: Vec<_> = (0..3000u64)
+        .map(|i| {
+            if i % 300 < 200 {
+                delta(i, 5, "text", &format!("t{i}"))
+            } else {
+                plain(i, "plugin/x", &format!(r#"{{"i":{i}}}"#), "")
+            }
+        })
+        .collect();
+    for (k, batch) in events.chunks(700).enumerate() {
+        b.append(&header("r"), batch, k == 0).unwrap();
+    }
+    let all = b.load("r").unwrap().unwrap().events;
+    assert_eq!(all.len(), 3000);
+    for (from, to) in [
+        (0, 10),
+        (150, 160),
+        (199, 260),
+        (250, 1300),
+        (2999, 3000),
+        (2990, 3100),
+        (3000, 3010),
+    ] {
+        let got = b.load_range("r", from, to).unwrap();
+        let want = &all[(from as usize).min(3000)..(to as usize).min(3000)];
+        assert_eq!(got, want, "{from}..{to}");
+    }
+}
