@@ -8,6 +8,7 @@ mod faults;
 mod fsio;
 mod header;
 mod layout;
+mod pipeline;
 mod range;
 mod read;
 mod scan;
