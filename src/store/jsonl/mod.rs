@@ -337,14 +337,9 @@ impl Backend for JsonlBackend {
         };
         let check = |h: &Value| self.check_identity(Some(id), h, &path);
         let read = match self.compression {
-            // Scanned as it is read (the file is as long as its text).
+            // Neither read holds the file.
             Compression::None => read::stable_read_plain(&path, check)?,
-            Compression::Zstd => match read::stable_read(&path)? {
-                Some((bytes, revision)) => {
-                    Some((read::decode_zstd(&bytes, &path, check)?, revision))
-                }
-                None => None,
-            },
+            Compression::Zstd => read::stable_read_zstd(&path, check)?,
         };
         let Some((decoded, revision)) = read else {
             return Ok(None);

@@ -76,8 +76,9 @@ impl Frame {
     }
 }
 
-/// Decode each complete frame of `ranges` and hand it to `scan`, in log
-/// order: whole, or in pieces when it is long (see [`FrameDecoder::pieces`];
+/// Decode each complete frame of `ranges` (file offsets; `read` fills a
+/// buffer with a range's bytes) and hand it to `scan`, in log order:
+/// whole, or in pieces when it is long (see [`FrameDecoder::pieces`];
 /// `scan` is told which piece is a frame's first). The first error in log
 /// order wins: a frame's decode error is reported only after every earlier
 /// frame was scanned without one, and nothing after an error is scanned.
@@ -86,7 +87,7 @@ impl Frame {
 /// decodes the ready piece's lines from the back until the scanner takes
 /// it, so both threads share the line work.
 pub(super) fn scan_frames_in_order(
-    bytes: &[u8],
+    read: impl Fn(&Range<usize>, &mut Vec<u8>) -> Result<()> + Sync,
     ranges: &[Range<usize>],
     mut scan: impl FnMut(&Range<usize>, bool, &mut Frame) -> Result<()>,
 ) -> Result<()> {
@@ -94,8 +95,10 @@ pub(super) fn scan_frames_in_order(
     if ranges.len() < PIPELINE_FRAMES || compressed < PIPELINE_BYTES {
         let mut decoder = FrameDecoder::new();
         let mut frame = Frame::new(Vec::new());
+        let mut raw = Vec::new();
         for range in ranges {
-            let mut pieces = decoder.pieces(&bytes[range.clone()], range.start);
+            read(range, &mut raw)?;
+            let mut pieces = decoder.pieces(&raw, range.start);
             let mut first = true;
             while pieces.next_into(&mut frame.plain)? {
                 frame.from = frame.plain.len();
@@ -110,10 +113,16 @@ pub(super) fn scan_frames_in_order(
         // scans a third; scanned buffers go back to the decoder for reuse.
         let (ready, decoded) = mpsc::sync_channel::<Result<Piece>>(1);
         let (recycle, recycled) = mpsc::channel::<Vec<u8>>();
+        let read = &read;
         s.spawn(move || {
             let mut decoder = FrameDecoder::new();
+            let mut raw = Vec::new();
             for range in ranges {
-                let mut pieces = decoder.pieces(&bytes[range.clone()], range.start);
+                if let Err(e) = read(range, &mut raw) {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+                let mut pieces = decoder.pieces(&raw, range.start);
                 let mut first = true;
                 loop {
                     let mut buf = recycled.try_recv().unwrap_or_default();

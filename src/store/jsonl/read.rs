@@ -1,8 +1,9 @@
 //! Reading a JSONL log (persistence.md §6.6): the stable-stat read, the
 //! plain and zstd decoders, and the first-record read used by listing.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::Read;
+use std::ops::Range;
 use std::path::Path;
 
 use super::faults::Point;
@@ -11,7 +12,7 @@ use super::layout::{self, io_error, is_absent, revision_of};
 use super::pipeline::scan_frames_in_order;
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
-use super::zstd_frames::{decode_frame, decode_torn, scan_frames};
+use super::zstd_frames::{decode_frame, decode_torn, scan_frames, scan_stream};
 use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -38,56 +39,19 @@ pub struct Decoded {
 /// logs get several).
 const PIECE: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 
-/// Read all of `path` with the stat before and after agreeing; `None`
-/// when the file is absent. Returns the bytes and the revision.
-pub fn stable_read(path: &Path) -> Result<Option<(Vec<u8>, String)>> {
-    for _ in 0..STABLE_TRIES {
-        let Some(before) = layout::stat(path)? else {
-            return Ok(None);
-        };
-        let bytes = match fs::read(path) {
-            Ok(b) => b,
-            Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) => return Err(io_error("io.read", path, &e)),
-        };
-        let Some(after) = layout::stat_at(Point::ReadRestat, path)? else {
-            return Ok(None);
-        };
-        let (before, after) = (revision_of(&before), revision_of(&after));
-        if before == after {
-            return Ok(Some((bytes, after)));
-        }
-    }
-    Err(unstable(path))
-}
-
-fn unstable(path: &Path) -> Error {
-    Error::new(
-        Status::Io,
-        "io.read-unstable",
-        format!(
-            "{}: the log kept changing while it was read",
-            path.display()
-        ),
-    )
-}
-
-/// [`stable_read`] and [`decode`] of a plain log in one pass: the file is
-/// scanned a block at a time as it is read, so it is never held whole next
-/// to its events (a plain log is as long as its text). A read during which
-/// the file changed is thrown away and made again, as `stable_read` does;
-/// a refusal counts only when the file did not change under it. `None`
-/// when the file is absent.
-pub fn stable_read_plain(
-    path: &Path,
-    mut check: impl FnMut(&Value) -> Result<()>,
-) -> Result<Option<(Decoded, String)>> {
+/// The stable-stat rule (persistence.md §6.6) around one read of `path`:
+/// stat, `pass` over the opened file, stat again, retried until both stats
+/// give the same revision (`io.read-unstable` after [`STABLE_TRIES`]). A
+/// refusal from `pass` counts only when the file did not change under it.
+/// `None` when the file is absent. Returns what `pass` made and the
+/// revision.
+fn stable<T>(path: &Path, mut pass: impl FnMut(&File) -> Result<T>) -> Result<Option<(T, String)>> {
     for _ in 0..STABLE_TRIES {
         let Some(before) = layout::stat(path)? else {
             return Ok(None);
         };
         let read = match File::open(path) {
-            Ok(file) => read_plain(file, path, &mut check),
+            Ok(file) => pass(&file),
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => Err(io_error("io.read", path, &e)),
         };
@@ -96,19 +60,38 @@ pub fn stable_read_plain(
         };
         let (before, after) = (revision_of(&before), revision_of(&after));
         if before == after {
-            return read.map(|decoded| Some((decoded, after)));
+            return read.map(|made| Some((made, after)));
         }
     }
-    Err(unstable(path))
+    Err(Error::new(
+        Status::Io,
+        "io.read-unstable",
+        format!(
+            "{}: the log kept changing while it was read",
+            path.display()
+        ),
+    ))
+}
+
+/// A plain log read under the stable-stat rule ([`stable`]) and decoded in
+/// one pass: the file is scanned a block at a time as it is read, so it is
+/// never held whole next to its events (a plain log is as long as its
+/// text). `check` runs on the header before any event is scanned.
+pub fn stable_read_plain(
+    path: &Path,
+    mut check: impl FnMut(&Value) -> Result<()>,
+) -> Result<Option<(Decoded, String)>> {
+    stable(path, |file| read_plain(file, path, &mut check))
 }
 
 /// One pass of [`stable_read_plain`]: the header line, then the events,
 /// [`PIECE`] bytes of the file at a time.
 fn read_plain(
-    mut file: File,
+    file: &File,
     path: &Path,
     check: &mut impl FnMut(&Value) -> Result<()>,
 ) -> Result<Decoded> {
+    let mut file = file;
     let mut block = vec![0u8; PIECE];
     // The header line so far, until its end is read.
     let mut head = Vec::new();
@@ -182,18 +165,51 @@ fn is_one_line(plain: &[u8]) -> bool {
     memchr(b'\n', plain) == Some(plain.len().wrapping_sub(1))
 }
 
-/// Decode a whole zstd log read by [`stable_read`]. `check` runs on the
-/// header before any event is scanned (the identity check).
-pub fn decode_zstd(
-    bytes: &[u8],
+/// A zstd log read under the stable-stat rule ([`stable`]) frame by frame
+/// instead of whole: a structural scan of the file a block at a time
+/// (refusing as [`scan_frames`] does, before anything is decoded), then
+/// each frame's bytes read again by offset and decoded. Neither pass holds
+/// the file. `check` runs on the header before any event is scanned.
+pub fn stable_read_zstd(
     path: &Path,
-    check: impl FnOnce(&Value) -> Result<()>,
+    mut check: impl FnMut(&Value) -> Result<()>,
+) -> Result<Option<(Decoded, String)>> {
+    stable(path, |file| read_zstd(file, path, &mut check))
+}
+
+/// One pass of [`stable_read_zstd`].
+fn read_zstd(
+    file: &File,
+    path: &Path,
+    check: &mut impl FnMut(&Value) -> Result<()>,
 ) -> Result<Decoded> {
-    let frames = scan_frames(bytes, None)?;
+    use std::os::unix::fs::FileExt;
+    let mut reader = file;
+    let (frames, tail) = scan_stream(|buf| {
+        let len = buf.len();
+        buf.resize(len + PIECE, 0);
+        let n = loop {
+            match reader.read(&mut buf[len..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_error("io.read", path, &e)),
+            }
+        };
+        buf.truncate(len + n);
+        Ok(n == 0)
+    })?;
+    let read_at = |range: &Range<usize>, buf: &mut Vec<u8>| {
+        buf.clear();
+        buf.resize(range.len(), 0);
+        file.read_exact_at(buf, range.start as u64)
+            .map_err(|e| io_error("io.read", path, &e))
+    };
     let Some(first) = frames.complete.first() else {
         return Err(header_missing(path));
     };
-    let plain = decode_frame(&bytes[first.clone()], "zstd.frame-decode", first.start)?;
+    let mut head = Vec::new();
+    read_at(first, &mut head)?;
+    let plain = decode_frame(&head, "zstd.frame-decode", first.start)?;
     if !is_one_line(&plain) {
         return Err(header_frame_error(path));
     }
@@ -201,7 +217,7 @@ pub fn decode_zstd(
     check(&header)?;
     let mut scanner = Scanner::new();
     let mut marks = Marks::default();
-    scan_frames_in_order(bytes, &frames.complete[1..], |range, first, frame| {
+    scan_frames_in_order(read_at, &frames.complete[1..], |range, first, frame| {
         // A frame start is a resync point when it starts a line (another
         // writer may cut frames inside lines).
         if first && scanner.at_line_start() {
@@ -223,7 +239,7 @@ pub fn decode_zstd(
         None => None,
         Some(start) => {
             let committed = scanner.events.len();
-            scanner.feed(&decode_torn(&bytes[start..]))?;
+            scanner.feed(&decode_torn(&tail))?;
             Some(Torn {
                 marker: start as u64,
                 recovered: scanner.events.len() - committed,

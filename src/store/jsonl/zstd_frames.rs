@@ -53,7 +53,7 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
         if limit.is_some_and(|l| complete.len() >= l) {
             break;
         }
-        match frame_end(bytes, pos)? {
+        match frame_end(bytes, pos, 0)? {
             Some(end) => {
                 complete.push(pos..end);
                 pos = end;
@@ -82,16 +82,72 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
     })
 }
 
+/// [`scan_frames`] of a file read a block at a time by `read` (which
+/// appends to the buffer it is given and says when the file ended): the
+/// same frames (as file offsets), torn start and refusals, holding only
+/// the frame being scanned. Also returns the bytes from the torn start (or
+/// the end) to the end of the file.
+pub fn scan_stream(
+    mut read: impl FnMut(&mut Vec<u8>) -> Result<bool>,
+) -> Result<(Frames, Vec<u8>)> {
+    let mut buf = Vec::new();
+    // The file offset of `buf[0]`, and the start of the frame being scanned.
+    let mut base = 0;
+    let mut pos = 0;
+    let mut complete = Vec::new();
+    let mut eof = false;
+    loop {
+        match frame_end(&buf, pos, base)? {
+            Some(end) => {
+                complete.push(base + pos..base + end);
+                pos = end;
+            }
+            None if !eof => {
+                buf.drain(..pos);
+                base += pos;
+                pos = 0;
+                eof = read(&mut buf)?;
+            }
+            None => {
+                let torn_start = (pos < buf.len()).then_some(base + pos);
+                if torn_start.is_some() {
+                    // As in `scan_frames`: a complete frame after a torn one
+                    // means damaged committed data.
+                    if let Some(next) = later_complete_frame(&buf, pos + 4) {
+                        return Err(corrupt(
+                            "zstd.damaged-frame",
+                            &format!(
+                                "a damaged frame is followed by a complete frame at byte {}",
+                                base + next
+                            ),
+                            base + pos,
+                        ));
+                    }
+                }
+                let rest = buf.split_off(pos);
+                return Ok((
+                    Frames {
+                        complete,
+                        torn_start,
+                    },
+                    rest,
+                ));
+            }
+        }
+    }
+}
+
 /// The start of a structurally complete frame at or after `from`, if any.
 fn later_complete_frame(bytes: &[u8], from: usize) -> Option<usize> {
     let magic = MAGIC.to_le_bytes();
     (from..bytes.len().saturating_sub(3))
         .filter(|&i| bytes[i..i + 4] == magic)
-        .find(|&i| matches!(frame_end(bytes, i), Ok(Some(_))))
+        .find(|&i| matches!(frame_end(bytes, i, 0), Ok(Some(_))))
 }
 
 /// The end of the frame starting at `start`, or `None` when it is torn.
-fn frame_end(bytes: &[u8], start: usize) -> Result<Option<usize>> {
+/// Refusals name file offsets: `base` is the file offset of `bytes[0]`.
+fn frame_end(bytes: &[u8], start: usize, base: usize) -> Result<Option<usize>> {
     let len = bytes.len();
     if len - start < 4 {
         return Ok(None);
@@ -103,7 +159,11 @@ fn frame_end(bytes: &[u8], start: usize) -> Result<Option<usize>> {
         bytes[start + 3],
     ]);
     if magic != MAGIC {
-        return Err(corrupt("zstd.bad-magic", "invalid frame magic", start));
+        return Err(corrupt(
+            "zstd.bad-magic",
+            "invalid frame magic",
+            base + start,
+        ));
     }
     let Some(&d) = bytes.get(start + 4) else {
         return Ok(None);
@@ -112,7 +172,7 @@ fn frame_end(bytes: &[u8], start: usize) -> Result<Option<usize>> {
         return Err(corrupt(
             "zstd.reserved-bit",
             "reserved frame-header bit",
-            start + 4,
+            base + start + 4,
         ));
     }
     let fcs_flag = d >> 6;
@@ -134,7 +194,11 @@ fn frame_end(bytes: &[u8], start: usize) -> Result<Option<usize>> {
         let last = h & 1 != 0;
         let block_type = (h >> 1) & 3;
         if block_type == 3 {
-            return Err(corrupt("zstd.reserved-block", "reserved block type", p));
+            return Err(corrupt(
+                "zstd.reserved-block",
+                "reserved block type",
+                base + p,
+            ));
         }
         let payload = if block_type == 1 {
             1
@@ -495,6 +559,49 @@ mod tests {
             got.extend_from_slice(&buf);
         }
         assert_eq!(got, long);
+    }
+
+    /// The file scanned a block at a time gives what the whole-bytes scan
+    /// gives: frames, torn start, and the same refusal (rule and message),
+    /// for logs cut anywhere and with bytes flipped anywhere.
+    #[test]
+    fn a_scan_of_a_stream_is_the_scan_of_its_bytes() {
+        let mut r = crate::test_rng::Rng(0x5CA1_AB1E);
+        for round in 0..300 {
+            let mut file = Vec::new();
+            for k in 0..1 + r.below(5) {
+                let text = format!("{{\"k\":{k}}}\n").repeat(1 + r.below(3000));
+                file.extend(frame(text.as_bytes()));
+            }
+            match r.below(3) {
+                0 => file.truncate(r.below(file.len() + 1)),
+                1 => {
+                    let i = r.below(file.len());
+                    file[i] ^= 1 << r.below(8);
+                }
+                _ => {}
+            }
+            let whole = scan_frames(&file, None);
+            let step = 1 + r.below(5000);
+            let mut at = 0;
+            let streamed = scan_stream(|buf| {
+                let n = step.min(file.len() - at);
+                buf.extend_from_slice(&file[at..at + n]);
+                at += n;
+                Ok(n == 0)
+            });
+            match (whole, streamed) {
+                (Ok(f), Ok((g, rest))) => {
+                    assert_eq!(f, g, "round {round}");
+                    let from = f.torn_start.unwrap_or(file.len());
+                    assert_eq!(rest, &file[from..], "round {round}");
+                }
+                (Err(e), Err(g)) => {
+                    assert_eq!((e.rule, &e.message), (g.rule, &g.message), "round {round}");
+                }
+                (f, g) => panic!("round {round}: {f:?} against {:?}", g.map(|x| x.0)),
+            }
+        }
     }
 
     #[test]
