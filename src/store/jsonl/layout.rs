@@ -130,6 +130,18 @@ pub fn io_error(rule: &'static str, path: &Path, e: &io::Error) -> Error {
     Error::new(Status::Io, rule, format!("{}: {e}", path.display()))
 }
 
+/// One `read` of `r` into `buf`, retried when interrupted; the number of
+/// bytes read (0 at the end). A failure is `io.read` on `path`.
+pub fn fill_from(r: &mut impl io::Read, buf: &mut [u8], path: &Path) -> Result<usize> {
+    loop {
+        match r.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_error("io.read", path, &e)),
+        }
+    }
+}
+
 /// True for "does not exist" (`ENOENT`). A non-directory where a
 /// directory should be (`ENOTDIR`) is a fault of the store's tree, not an
 /// absence (errors.md `io.*`).

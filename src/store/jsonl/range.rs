@@ -3,12 +3,12 @@
 //! log was read say where decoding may start.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
 use zstd::zstd_safe::InBuffer;
 
-use super::layout::io_error;
+use super::layout::{fill_from, io_error};
 use super::scan::Scanner;
 use super::zstd_frames::StreamDecoder;
 use super::Compression;
@@ -117,12 +117,10 @@ impl Cursor {
             if self.used == self.filled && !held {
                 self.at += self.filled as u64;
                 self.used = 0;
-                self.filled = match self.file.read(&mut self.block) {
-                    Ok(0) => return Ok(false),
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
-                    Err(e) => return Err(io_error("io.read", path, &e)),
-                };
+                self.filled = fill_from(&mut self.file, &mut self.block, path)?;
+                if self.filled == 0 {
+                    return Ok(false);
+                }
                 continue;
             }
             let input = &self.block[self.used..self.filled];

@@ -2,13 +2,12 @@
 //! plain and zstd decoders, and the first-record read used by listing.
 
 use std::fs::File;
-use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 
 use super::faults::Point;
 use super::header::{read_header, Mode};
-use super::layout::{self, io_error, is_absent, revision_of};
+use super::layout::{self, fill_from, io_error, is_absent, revision_of};
 use super::pipeline::scan_frames_in_order;
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
@@ -100,12 +99,10 @@ fn read_plain(
     let mut marks = Marks::default();
     let mut total = 0;
     loop {
-        let n = match file.read(&mut block) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error("io.read", path, &e)),
-        };
+        let n = fill_from(&mut file, &mut block, path)?;
+        if n == 0 {
+            break;
+        }
         total += n;
         let mut body = &block[..n];
         if header.is_none() {
@@ -188,13 +185,7 @@ fn read_zstd(
     let (frames, tail) = scan_stream(|buf| {
         let len = buf.len();
         buf.resize(len + PIECE, 0);
-        let n = loop {
-            match reader.read(&mut buf[len..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_error("io.read", path, &e)),
-            }
-        };
+        let n = fill_from(&mut reader, &mut buf[len..], path)?;
         buf.truncate(len + n);
         Ok(n == 0)
     })?;
@@ -266,11 +257,7 @@ pub fn read_first_header(path: &Path, compression: Compression) -> Result<Option
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 8192];
     loop {
-        let n = match file.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error("io.read", path, &e)),
-        };
+        let n = fill_from(&mut file, &mut chunk, path)?;
         let eof = n == 0;
         buf.extend_from_slice(&chunk[..n]);
         match compression {

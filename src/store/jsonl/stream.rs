@@ -5,12 +5,11 @@
 //! whole log the usual way, which reports exactly what is wrong.
 
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 use super::faults::{self, Point};
 use super::header::{read_header, Mode};
-use super::layout::{io_error, revision_of};
+use super::layout::{fill_from, io_error, revision_of};
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
 use super::zstd_frames::{decode_frame, scan_frames, StreamDecoder, MAGIC};
@@ -51,17 +50,6 @@ fn hand_on(
         sink(header, batch)?;
     }
     Ok(true)
-}
-
-/// Fill `buf` from `r`; the number of bytes read (0 at the end).
-fn fill_from(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize> {
-    loop {
-        match r.read(buf) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error("io.read", path, &e)),
-        }
-    }
 }
 
 /// Stream the events of the log at `path` to `sink` in batches. `check`
