@@ -336,11 +336,7 @@ impl Backend for JsonlBackend {
             return Ok(None);
         };
         let check = |h: &Value| self.check_identity(Some(id), h, &path);
-        let read = match self.compression {
-            // Neither read holds the file.
-            Compression::None => read::stable_read_plain(&path, check)?,
-            Compression::Zstd => read::stable_read_zstd(&path, check)?,
-        };
+        let read = read::stable_read(&path, self.compression, check)?;
         let Some((decoded, revision)) = read else {
             return Ok(None);
         };

@@ -72,18 +72,25 @@ fn stable<T>(path: &Path, mut pass: impl FnMut(&File) -> Result<T>) -> Result<Op
     ))
 }
 
-/// A plain log read under the stable-stat rule ([`stable`]) and decoded in
-/// one pass: the file is scanned a block at a time as it is read, so it is
-/// never held whole next to its events (a plain log is as long as its
-/// text). `check` runs on the header before any event is scanned.
-pub fn stable_read_plain(
+/// The log at `path` read under the stable-stat rule ([`stable`]) and
+/// decoded without holding the file: a plain log is scanned a block at a
+/// time as it is read (it is as long as its text); a zstd log is scanned
+/// for its frame structure a block at a time (refusing as [`scan_frames`]
+/// does, before anything is decoded), then each frame is read again by
+/// offset and decoded. `check` runs on the header before any event is
+/// scanned (the identity check).
+pub fn stable_read(
     path: &Path,
+    compression: Compression,
     mut check: impl FnMut(&Value) -> Result<()>,
 ) -> Result<Option<(Decoded, String)>> {
-    stable(path, |file| read_plain(file, path, &mut check))
+    stable(path, |file| match compression {
+        Compression::None => read_plain(file, path, &mut check),
+        Compression::Zstd => read_zstd(file, path, &mut check),
+    })
 }
 
-/// One pass of [`stable_read_plain`]: the header line, then the events,
+/// One pass of [`stable_read`] over a plain log: the header line, then the events,
 /// [`PIECE`] bytes of the file at a time.
 fn read_plain(
     file: &File,
@@ -162,19 +169,7 @@ fn is_one_line(plain: &[u8]) -> bool {
     memchr(b'\n', plain) == Some(plain.len().wrapping_sub(1))
 }
 
-/// A zstd log read under the stable-stat rule ([`stable`]) frame by frame
-/// instead of whole: a structural scan of the file a block at a time
-/// (refusing as [`scan_frames`] does, before anything is decoded), then
-/// each frame's bytes read again by offset and decoded. Neither pass holds
-/// the file. `check` runs on the header before any event is scanned.
-pub fn stable_read_zstd(
-    path: &Path,
-    mut check: impl FnMut(&Value) -> Result<()>,
-) -> Result<Option<(Decoded, String)>> {
-    stable(path, |file| read_zstd(file, path, &mut check))
-}
-
-/// One pass of [`stable_read_zstd`].
+/// One pass of [`stable_read`] over a zstd log.
 fn read_zstd(
     file: &File,
     path: &Path,
