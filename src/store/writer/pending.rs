@@ -70,10 +70,8 @@ pub(super) struct Pending {
     /// The first event of `seed` not taken yet.
     seed_from: usize,
     /// The pieces rounds take of what is left of `seed`: each one's end
-    /// and text bytes ([`seed_pieces`]).
+    /// and text bytes ([`seed_pieces`]); never empty while there is a seed.
     seed_pieces: VecDeque<(usize, usize)>,
-    /// The text bytes of what is left of `seed`.
-    seed_bytes: usize,
     /// Queued events, in seq order, after `seed`: blocks of at most
     /// [`BLOCK`], none empty.
     blocks: VecDeque<Vec<Item>>,
@@ -133,13 +131,14 @@ impl Pending {
     /// Queue a whole log cut into `pieces` ([`seed_pieces`]): shared when
     /// nothing is queued, else its events one by one.
     pub fn push_log(&mut self, log: Arc<Log>, pieces: Vec<(usize, usize)>) {
+        if pieces.is_empty() {
+            return; // an empty log
+        }
         if self.is_empty() {
-            let bytes = pieces.iter().map(|&(_, b)| b).sum();
+            self.bytes += pieces.iter().map(|&(_, b)| b).sum::<usize>();
             self.seed = Some(log);
             self.seed_from = 0;
             self.seed_pieces = pieces.into();
-            self.seed_bytes = bytes;
-            self.bytes += bytes;
         } else {
             for e in log.iter() {
                 let len = e.text().len();
@@ -203,10 +202,9 @@ impl Pending {
         let (end, bytes) = self
             .seed_pieces
             .pop_front()
-            .unwrap_or((seed.len(), self.seed_bytes));
+            .expect("a seed has pieces left");
         let piece = (seed.clone(), self.seed_from..end);
         self.seed_from = end;
-        self.seed_bytes -= bytes;
         if self.seed_pieces.is_empty() {
             self.seed = None;
             self.seed_from = 0;
@@ -220,7 +218,6 @@ impl Pending {
         let seed = self.seed.take();
         let seed_from = std::mem::take(&mut self.seed_from);
         self.seed_pieces.clear();
-        self.seed_bytes = 0;
         let after = std::mem::take(&mut self.blocks);
         self.queued = 0;
         self.bytes = 0;
