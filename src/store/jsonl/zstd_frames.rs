@@ -237,6 +237,7 @@ pub fn decode_frame(frame: &[u8], rule: &'static str, at: usize) -> Result<Vec<u
 /// long log neither reallocates per frame nor faults in fresh pages.
 #[derive(Default)]
 pub struct FrameDecoder {
+    /// The context of frames decoded whole.
     context: Option<zstd::bulk::Decompressor<'static>>,
     /// The context of frames decoded in pieces (see [`FrameDecoder::pieces`]).
     stream: Option<StreamDecoder>,
@@ -270,21 +271,32 @@ impl FramePieces<'_, '_> {
     /// The next piece of the frame's plaintext into `out` (cleared
     /// first); false when the frame is done. The pieces of a frame
     /// concatenate to its plaintext; a short frame is one piece. Refusals
-    /// as [`FrameDecoder::decode_into`]'s, also for a frame whose bytes end
-    /// before its last block or go on after it.
+    /// as [`decode_frame`]'s (the content checksum, a single frame), also
+    /// for a frame whose bytes end before its last block or go on after it.
     pub fn next_into(&mut self, out: &mut Vec<u8>) -> Result<bool> {
         if self.done {
             return Ok(false);
         }
         let rule = "zstd.frame-decode";
         if self.pos.is_none() {
-            let size = zstd::zstd_safe::get_frame_content_size(self.frame)
+            // A short frame that states its size (the writer pledges it) is
+            // decoded in one call into room reserved up front; anything else
+            // (a long frame, no size, a size no block structure could
+            // produce, no memory for it) streams.
+            out.clear();
+            let frame = self.frame;
+            let whole = zstd::zstd_safe::get_frame_content_size(frame)
                 .ok()
-                .flatten();
-            if size.is_some_and(|n| n <= WHOLE_MAX as u64) {
+                .flatten()
+                .filter(|&n| n <= WHOLE_MAX as u64)
+                .filter(|&n| n <= (frame.len() as u64).saturating_mul(MAX_RATIO))
+                .is_some_and(|n| out.try_reserve_exact(n as usize).is_ok());
+            if let (true, Ok(context)) = (whole, self.decoder.context()) {
                 self.done = true;
-                self.decoder.decode_into(self.frame, rule, self.at, out)?;
-                return Ok(true);
+                return context
+                    .decompress_to_buffer(frame, out)
+                    .map(|_| true)
+                    .map_err(|e| decode_error(rule, self.at, &e));
             }
             match &mut self.decoder.stream {
                 Some(stream) => stream.reset(),
@@ -337,35 +349,6 @@ impl FrameDecoder {
             pos: None,
             done: false,
         }
-    }
-
-    /// [`decode_frame`] into `out` (cleared first): the same checks (the
-    /// content checksum, a single frame) and the same refusals.
-    pub fn decode_into(
-        &mut self,
-        frame: &[u8],
-        rule: &'static str,
-        at: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
-        out.clear();
-        // A frame that states its size (the writer pledges it) is decoded in
-        // one call into room reserved up front; anything else (no size, a
-        // size no block structure could produce, no memory for it) streams.
-        let size = zstd::zstd_safe::get_frame_content_size(frame)
-            .ok()
-            .flatten()
-            .filter(|&n| n <= (frame.len() as u64).saturating_mul(MAX_RATIO))
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| out.try_reserve_exact(n).is_ok());
-        let result = match (size, self.context()) {
-            (Some(_), Ok(context)) => context.decompress_to_buffer(frame, out).map(drop),
-            _ => zstd::stream::read::Decoder::with_buffer(frame)
-                .map(zstd::stream::read::Decoder::single_frame)
-                .and_then(|mut d| d.read_to_end(out))
-                .map(drop),
-        };
-        result.map_err(|e| decode_error(rule, at, &e))
     }
 
     fn context(&mut self) -> io::Result<&mut zstd::bulk::Decompressor<'static>> {
@@ -477,6 +460,16 @@ pub fn decode_torn(frame: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// The plaintext of `f`, its pieces concatenated.
+    fn all_pieces(decoder: &mut FrameDecoder, f: &[u8], at: usize) -> Result<Vec<u8>> {
+        let mut pieces = decoder.pieces(f, at);
+        let (mut all, mut buf) = (Vec::new(), Vec::new());
+        while pieces.next_into(&mut buf)? {
+            all.extend_from_slice(&buf);
+        }
+        Ok(all)
+    }
+
     fn frame(plain: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         compress_frame(plain, &mut out).unwrap();
@@ -540,25 +533,11 @@ mod tests {
         // Bytes that end before the frame's last block, or go on after it.
         let f = frame(&long);
         for bad in [&f[..f.len() - 5], &[&f[..], &[0u8; 3][..]].concat()[..]] {
-            let mut pieces = decoder.pieces(bad, 7);
-            let mut buf = Vec::new();
-            let err = loop {
-                match pieces.next_into(&mut buf) {
-                    Ok(true) => {}
-                    Ok(false) => panic!("a bad frame decoded"),
-                    Err(e) => break e,
-                }
-            };
+            let err = all_pieces(&mut decoder, bad, 7).expect_err("a bad frame decoded");
             assert_eq!(err.rule, "zstd.frame-decode");
         }
         // The decoder starts the next frame afresh after a failed one.
-        let mut pieces = decoder.pieces(&f, 0);
-        let mut got = Vec::new();
-        let mut buf = Vec::new();
-        while pieces.next_into(&mut buf).unwrap() {
-            got.extend_from_slice(&buf);
-        }
-        assert_eq!(got, long);
+        assert_eq!(all_pieces(&mut decoder, &f, 0).unwrap(), long);
     }
 
     /// The file scanned a block at a time gives what the whole-bytes scan
@@ -607,20 +586,16 @@ mod tests {
     #[test]
     fn frame_decoder_matches_decode_frame() {
         let mut decoder = FrameDecoder::new();
-        let mut buf = b"left over".to_vec();
         for plain in [&b""[..], b"{\"a\":1}\n", &b"xyz\n".repeat(100_000)] {
             let f = frame(plain);
-            decoder
-                .decode_into(&f, "zstd.frame-decode", 0, &mut buf)
-                .unwrap();
-            assert_eq!(buf, plain);
+            assert_eq!(all_pieces(&mut decoder, &f, 0).unwrap(), plain);
             assert_eq!(decode_frame(&f, "zstd.frame-decode", 0).unwrap(), plain);
         }
         // A flipped content byte fails the checksum in both.
         let mut f = frame(&b"hello world\n".repeat(1000));
         let k = f.len() - 8;
         f[k] ^= 0x40;
-        let e = decoder.decode_into(&f, "zstd.frame-decode", 7, &mut buf);
+        let e = all_pieces(&mut decoder, &f, 7);
         assert_eq!(e.unwrap_err().rule, "zstd.frame-decode");
         assert!(decode_frame(&f, "zstd.frame-decode", 7).is_err());
     }
