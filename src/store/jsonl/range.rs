@@ -195,7 +195,7 @@ pub fn read_range(
 mod tests {
     use super::super::tests::{ev, header, TempRoot, BOTH};
     use super::super::JsonlBackend;
-    use crate::store::backend::Backend;
+    use crate::store::backend::{Backend, Stored};
 
     /// Event `i`: runs of chunks (stored packed) between plugin events.
     fn event(i: u64) -> std::sync::Arc<crate::engine::Event> {
@@ -210,19 +210,33 @@ mod tests {
         }
     }
 
+    /// Append events `seqs` to log "r" of `b` as one batch (one frame).
+    fn append(b: &mut JsonlBackend, seqs: std::ops::Range<u64>) {
+        let batch: Vec<_> = seqs.clone().map(event).collect();
+        b.append(&header("r", None), &batch, seqs.start == 0)
+            .unwrap();
+    }
+
+    /// Each range read of `ranges` is the slice of `all` (a whole read).
+    fn assert_slices(b: &mut JsonlBackend, all: &[Stored], ranges: &[(u64, u64)], what: &str) {
+        for &(from, to) in ranges {
+            let got = b.load_range("r", from, to).unwrap();
+            let want = &all[(from as usize).min(all.len())..(to as usize).min(all.len())];
+            assert_eq!(got, want, "{what} {from}..{to}");
+        }
+    }
+
     #[test]
     fn a_range_read_from_a_mark_is_the_slice_of_a_full_read() {
         for compression in BOTH {
             let root = TempRoot::new("range");
             let mut b = JsonlBackend::open(&root.0, compression).unwrap();
-            let h = header("r", None);
-            let append = |b: &mut JsonlBackend, from: u64, to: u64| {
+            let in_batches = |b: &mut JsonlBackend, from: u64, to: u64| {
                 for start in (from..to).step_by(100) {
-                    let batch: Vec<_> = (start..(start + 100).min(to)).map(event).collect();
-                    b.append(&h, &batch, start == 0).unwrap();
+                    append(b, start..(start + 100).min(to));
                 }
             };
-            append(&mut b, 0, 3000);
+            in_batches(&mut b, 0, 3000);
             let all = b.load("r").unwrap().unwrap().events;
             assert_eq!(all.len(), 3000);
             assert!(
@@ -230,20 +244,17 @@ mod tests {
                 "{compression:?}: {:?}",
                 b.marks["r"]
             );
-            for (from, to) in [
+            let ranges = [
                 (0, 10),
                 (511, 513),
                 (1000, 1100),
                 (2990, 3000),
                 (2500, 4000),
-            ] {
-                let got = b.load_range("r", from, to).unwrap();
-                let want = &all[from as usize..(to as usize).min(all.len())];
-                assert_eq!(got, want, "{compression:?} {from}..{to}");
-            }
+            ];
+            assert_slices(&mut b, &all, &ranges, &format!("{compression:?}"));
             // Events appended after the read are found past the last mark,
             // and the marks met on the way are kept.
-            append(&mut b, 3000, 5000);
+            in_batches(&mut b, 3000, 5000);
             let marks = b.marks["r"].0.len();
             let got = b.load_range("r", 4500, 4510).unwrap();
             assert_eq!(got.len(), 10);
@@ -261,20 +272,14 @@ mod tests {
         for compression in BOTH {
             let root = TempRoot::new("range-one-frame");
             let mut b = JsonlBackend::open(&root.0, compression).unwrap();
-            let h = header("r", None);
-            let batch: Vec<_> = (0..3000).map(event).collect();
-            b.append(&h, &batch, true).unwrap();
+            append(&mut b, 0..3000);
             let all = b.load("r").unwrap().unwrap().events;
             assert_eq!(all.len(), 3000);
-            for (from, to) in [(0, 1), (1500, 1510), (2999, 3000), (2990, 3100)] {
-                let got = b.load_range("r", from, to).unwrap();
-                let want = &all[from as usize..(to as usize).min(all.len())];
-                assert_eq!(got, want, "{compression:?} {from}..{to}");
-            }
+            let ranges = [(0, 1), (1500, 1510), (2999, 3000), (2990, 3100)];
+            assert_slices(&mut b, &all, &ranges, &format!("{compression:?}"));
             // A second batch: its frame start becomes a mark once a read
             // passes it.
-            let more: Vec<_> = (3000..3100).map(event).collect();
-            b.append(&h, &more, false).unwrap();
+            append(&mut b, 3000..3100);
             let got = b.load_range("r", 3050, 3060).unwrap();
             assert!(got.iter().zip(3050..).all(|(e, seq)| e.seq() == Some(seq)));
             assert_eq!(got.len(), 10);
@@ -290,11 +295,8 @@ mod tests {
         for compression in BOTH {
             let root = TempRoot::new("range-cursor");
             let mut b = JsonlBackend::open(&root.0, compression).unwrap();
-            let h = header("r", None);
-            let batch: Vec<_> = (0..3000).map(event).collect();
-            b.append(&h, &batch, true).unwrap();
-            let more: Vec<_> = (3000..3300).map(event).collect();
-            b.append(&h, &more, false).unwrap();
+            append(&mut b, 0..3000);
+            append(&mut b, 3000..3300);
             let all = b.load("r").unwrap().unwrap().events;
             assert!(b.cursor.is_none(), "a whole read drops the cursor");
             let cursor_at = |b: &JsonlBackend| b.cursor.as_ref().map(|(_, c)| c.first());
@@ -311,10 +313,8 @@ mod tests {
                 }
             }
             // Backwards and with gaps: still the slices of a full read.
-            for (from, to) in [(2000, 2100), (100, 120), (150, 151), (2999, 3001)] {
-                let got = b.load_range("r", from, to).unwrap();
-                assert_eq!(got, &all[from as usize..to as usize], "{compression:?}");
-            }
+            let ranges = [(2000, 2100), (100, 120), (150, 151), (2999, 3001)];
+            assert_slices(&mut b, &all, &ranges, &format!("{compression:?}"));
             assert_eq!(cursor_at(&b), Some(3001));
             b.delete("r").unwrap();
             assert!(b.cursor.is_none(), "a deleted log drops it");
