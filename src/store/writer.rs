@@ -168,6 +168,14 @@ impl State {
         }
     }
 
+    /// Whether a round would write something for `only` (or for any
+    /// session).
+    fn writable(&self, only: Option<&str>) -> bool {
+        self.sessions
+            .iter()
+            .any(|(id, p)| only.is_none_or(|o| o == id) && p.is_writable())
+    }
+
     /// Count `n` events with `bytes` of text (of a windowed session or
     /// not) as no longer queued: written, or dropped with their session.
     fn unqueued(&mut self, n: usize, bytes: usize, windowed: bool) {
@@ -442,11 +450,7 @@ impl Writer {
                 while st.busy {
                     st = self.shared.wait_done(st);
                 }
-                let more = st
-                    .sessions
-                    .iter()
-                    .any(|(id, p)| only.is_none_or(|o| o == id) && p.is_writable());
-                if !more {
+                if !st.writable(only) {
                     return Ok(());
                 }
                 write_round(&self.shared, st, only)?;
@@ -484,10 +488,7 @@ impl Writer {
                 hurry = Some(self.shared.hurry.enter());
             }
             st.paused = false;
-            let writable = targets
-                .iter()
-                .any(|(id, _, _)| st.sessions.get(id).is_some_and(Pending::is_writable));
-            if !st.busy && writable {
+            if !st.busy && st.writable(only) {
                 // The writer is between rounds: write here. Waking it and
                 // waiting for its answer costs two thread hand-offs, which
                 // on a loaded machine are a good part of a flush. A round
