@@ -130,6 +130,11 @@ pub fn io_error(rule: &'static str, path: &Path, e: &io::Error) -> Error {
     Error::new(Status::Io, rule, format!("{}: {e}", path.display()))
 }
 
+/// How much of a log one read takes, and the most plain text one zstd
+/// decoding step of a streaming read yields. Small in tests, so that reads
+/// cut frames, lines and characters.
+pub const READ_BLOCK: usize = if cfg!(test) { 4096 } else { 1 << 20 };
+
 /// One `read` of `r` into `buf`, retried when interrupted; the number of
 /// bytes read (0 at the end). A failure is `io.read` on `path`.
 pub fn fill_from(r: &mut impl io::Read, buf: &mut [u8], path: &Path) -> Result<usize> {

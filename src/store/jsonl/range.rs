@@ -8,7 +8,7 @@ use std::path::Path;
 
 use zstd::zstd_safe::InBuffer;
 
-use super::layout::{fill_from, io_error};
+use super::layout::{fill_from, io_error, READ_BLOCK};
 use super::scan::Scanner;
 use super::zstd_frames::StreamDecoder;
 use super::Compression;
@@ -17,10 +17,6 @@ use crate::store::backend::Stored;
 
 /// Keep a mark only this many events after the previous one.
 const MARK_SPACING: u64 = 512;
-
-/// How much of the file one read takes (and the most plaintext one decode
-/// step yields). Small in tests, so reads cut frames and lines.
-const BLOCK: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 
 /// Resync points of one log: `(index of the first event after it, byte
 /// offset)`, both increasing. An offset is the start of a line (plain) or
@@ -95,11 +91,11 @@ impl Cursor {
             },
             scanner: Scanner::starting_at(base),
             offset,
-            block: vec![0u8; BLOCK],
+            block: vec![0u8; READ_BLOCK],
             used: 0,
             filled: 0,
             at: offset,
-            plain: Vec::with_capacity(BLOCK),
+            plain: Vec::with_capacity(READ_BLOCK),
         })
     }
 

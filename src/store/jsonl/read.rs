@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::faults::Point;
 use super::header::{read_header, Mode};
-use super::layout::{self, fill_from, io_error, is_absent, revision_of};
+use super::layout::{self, fill_from, io_error, is_absent, revision_of, READ_BLOCK};
 use super::pipeline::scan_frames_in_order;
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
@@ -32,11 +32,6 @@ pub struct Decoded {
     /// Resync points inside the valid prefix (see [`Marks`]).
     pub marks: Marks,
 }
-
-/// Plain logs are fed to the scanner in pieces of about this size, cut at
-/// line ends, each remembered as a resync point (small in tests, so small
-/// logs get several).
-const PIECE: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 
 /// The stable-stat rule (persistence.md §6.6) around one read of `path`:
 /// stat, `pass` over the opened file, stat again, retried until both stats
@@ -91,14 +86,14 @@ pub fn stable_read(
 }
 
 /// One pass of [`stable_read`] over a plain log: the header line, then the events,
-/// [`PIECE`] bytes of the file at a time.
+/// [`READ_BLOCK`] bytes of the file at a time.
 fn read_plain(
     file: &File,
     path: &Path,
     check: &mut impl FnMut(&Value) -> Result<()>,
 ) -> Result<Decoded> {
     let mut file = file;
-    let mut block = vec![0u8; PIECE];
+    let mut block = vec![0u8; READ_BLOCK];
     // The header line so far, until its end is read.
     let mut head = Vec::new();
     let mut header = None;
@@ -179,7 +174,7 @@ fn read_zstd(
     let mut reader = file;
     let (frames, tail) = scan_stream(|buf| {
         let len = buf.len();
-        buf.resize(len + PIECE, 0);
+        buf.resize(len + READ_BLOCK, 0);
         let n = fill_from(&mut reader, &mut buf[len..], path)?;
         buf.truncate(len + n);
         Ok(n == 0)

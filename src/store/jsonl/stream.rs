@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::faults::{self, Point};
 use super::header::{read_header, Mode};
-use super::layout::{fill_from, io_error, revision_of};
+use super::layout::{fill_from, io_error, revision_of, READ_BLOCK};
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
 use super::zstd_frames::{decode_frame, scan_frames, StreamDecoder, MAGIC};
@@ -18,11 +18,6 @@ use crate::error::Result;
 use crate::json::Value;
 use crate::store::backend::Stored;
 use zstd::zstd_safe::InBuffer;
-
-/// How much of the file one read takes, and how much plain text one
-/// decoding step of a zstd frame yields (small in tests, so that frames and
-/// decoding steps are cut across reads).
-const BLOCK: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 
 /// What a streaming read ends with.
 #[derive(Debug)]
@@ -63,8 +58,8 @@ pub fn stream_log(
 ) -> Result<Option<StreamEnd>> {
     let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
     let before = revision_of(&file.metadata().map_err(|e| io_error("io.stat", path, &e))?);
-    let mut block = vec![0u8; BLOCK];
-    let mut plain = Vec::with_capacity(BLOCK);
+    let mut block = vec![0u8; READ_BLOCK];
+    let mut plain = Vec::with_capacity(READ_BLOCK);
     let mut decoder = StreamDecoder::new()?;
     // At the start of a zstd frame (after the header frame's end, and after
     // each frame the decoder finished).
