@@ -34,6 +34,15 @@ impl Marks {
         }
     }
 
+    /// Remember `offset` as the resync point of the next event `scanner`
+    /// scans, when the scanner is at a line start: an offset inside a line
+    /// (a frame another writer cut there) is none.
+    pub fn add_at_line_start(&mut self, scanner: &Scanner, offset: u64) {
+        if scanner.at_line_start() {
+            self.add(scanner.next_index(), offset);
+        }
+    }
+
     /// Forget the marks at or after `offset` (the file was cut there).
     pub fn cut(&mut self, offset: u64) {
         self.0.retain(|&(_, o)| o < offset);
@@ -136,10 +145,9 @@ impl Cursor {
                     let ended = decoder.decode(&mut input, &mut self.plain, at)?;
                     self.used += input.pos();
                     self.scanner.feed(&self.plain)?;
-                    if ended && self.scanner.at_line_start() {
-                        // Frames hold whole lines: the next one is a resync
-                        // point.
-                        marks.add(self.scanner.next_index(), self.at + self.used as u64);
+                    if ended {
+                        let offset = self.at + self.used as u64;
+                        marks.add_at_line_start(&self.scanner, offset);
                     }
                 }
             }

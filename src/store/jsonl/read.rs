@@ -199,10 +199,8 @@ fn read_zstd(
     let mut scanner = Scanner::new();
     let mut marks = Marks::default();
     scan_frames_in_order(read_at, &frames.complete[1..], |range, first, frame| {
-        // A frame start is a resync point when it starts a line (another
-        // writer may cut frames inside lines).
-        if first && scanner.at_line_start() {
-            marks.add(scanner.events.len() as u64, range.start as u64);
+        if first {
+            marks.add_at_line_start(&scanner, range.start as u64);
         }
         frame.feed(&mut scanner)
     })?;

@@ -114,9 +114,7 @@ pub fn stream_log(
         let h = header.as_ref().expect("read above");
         match compression {
             Compression::None => {
-                if scanner.at_line_start() {
-                    marks.add(scanner.next_index(), at + used as u64);
-                }
+                marks.add_at_line_start(&scanner, at + used as u64);
                 scanner.feed(&pending[used..])?;
                 used = pending.len();
             }
@@ -134,10 +132,8 @@ pub fn stream_log(
                         if rest[..4] != MAGIC.to_le_bytes() {
                             return Ok(None); // the whole read names it
                         }
-                        if scanner.at_line_start() {
-                            let offset = at + (used + input.pos()) as u64;
-                            marks.add(scanner.next_index(), offset);
-                        }
+                        let offset = at + (used + input.pos()) as u64;
+                        marks.add_at_line_start(&scanner, offset);
                     } else if rest.is_empty() && plain.len() < plain.capacity() {
                         break; // the decoder holds no more text: read on
                     }
