@@ -130,3 +130,32 @@ fn canonical_members_agree_with_members_and_is_canonical() {
         assert_eq!(got.unwrap(), want, "{t}");
     }
 }
+
+#[test]
+fn skipping_strings_counts_the_backslashes_before_each_quote() {
+    // Runs of backslashes of every parity right before quotes, escaped
+    // newlines, non-ASCII text: the string ends at its closing quote only.
+    let pieces: [&str; 9] = ["\\", "\"", "a", "\n", "é", "\\\"", "\\\\", "\"\"", "\u{1}"];
+    let mut r = crate::test_rng::Rng(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..3000 {
+        let n = r.below(24);
+        let s: String = (0..n)
+            .map(|_| *r.pick(&pieces[..]))
+            .collect::<Vec<&str>>()
+            .concat();
+        let lit = Value::from(s.as_str()).to_json();
+        assert_eq!(skip_value(&lit, 0), Some(lit.len()), "{lit}");
+        for t in [
+            format!("[{lit},\"x\\\\\"]"),
+            format!("{{\"k\\\"\":{lit},\"z\":[{lit}]}}"),
+        ] {
+            check_navigation(&t);
+        }
+        // Cut anywhere inside, the string has no end.
+        let mut cut = 1 + r.below(lit.len() - 1);
+        while !lit.is_char_boundary(cut) {
+            cut += 1;
+        }
+        assert_eq!(skip_value(&lit[..cut], 0), None, "{}", &lit[..cut]);
+    }
+}
