@@ -140,6 +140,46 @@ pub fn is_current_turn_event(e: &Value) -> bool {
     }
 }
 
+/// [`is_current_turn_event`] of an event, read off its canonical text for
+/// the shapes this library writes; a tree is built only for the others.
+pub fn is_current_turn(e: &Event) -> bool {
+    turn_text_current(e).unwrap_or_else(|| is_current_turn_event(&e.to_value()))
+}
+
+/// The common cases of [`is_current_turn`] on text; `None`: build the tree.
+fn turn_text_current(e: &Event) -> Option<bool> {
+    use crate::json::canon::members;
+    let data = e.data_text();
+    if e.ty == TURN_START {
+        // Only a `trigger` member is rewritten (or refused). Canonical text
+        // spells a plain key as it is, so no escaped spelling can hide one.
+        return Some(members(data).is_none_or(|mut m| m.all(|(k, _)| k != "trigger")));
+    }
+    if e.ty != TURN_END {
+        return Some(false);
+    }
+    // `{"turn": N >= 1, "reason": {"kind": K}}` for a K kept as it is.
+    let (mut turn, mut reason, mut n) = (None, None, 0);
+    for (k, v) in members(data)? {
+        n += 1;
+        match k {
+            "turn" => turn = Some(v),
+            "reason" => reason = Some(v),
+            _ => return None,
+        }
+    }
+    if n != 2 || super::event::plain_int(turn?)? < 1 {
+        return None;
+    }
+    let mut r = members(reason?)?;
+    let (key, kind) = r.next()?;
+    let kept = matches!(
+        kind,
+        r#""completed""# | r#""blocked""# | r#""max-tokens""# | r#""interrupted""#
+    );
+    (key == "kind" && kept && r.next().is_none()).then_some(true)
+}
+
 /// Apply the four legacy rewrites (turn/start → turn/end → steering →
 /// message) to every event, in order.
 pub fn upgrade(sid: &str, events: Vec<Value>) -> Result<Vec<Value>> {
@@ -398,5 +438,53 @@ fn upgrade_message(sid: &str, e: &mut Value, ids: &HashMap<u64, JsString>) {
     };
     if let Some(o) = e.as_object_mut() {
         o.insert_str("data", Value::Object(new_data));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turn_events_read_on_text_agree_with_the_tree() {
+        let datas = [
+            r#"{"turn":1}"#,
+            r#"{"turn":3,"trigger":{"kind":"user"}}"#,
+            r#"{"turn":3,"trigger":{"kind":""}}"#,
+            r#"{"trigger":{"kind":"user"},"turn":2}"#,
+            r#"{"turn":0}"#,
+            r#"{}"#,
+            r#"[1]"#,
+            r#""x""#,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+            r#"{"reason":{"kind":"interrupted"},"turn":7}"#,
+            r#"{"turn":1,"reason":{"kind":"max-tokens"}}"#,
+            r#"{"turn":1,"reason":{"kind":"blocked"}}"#,
+            r#"{"turn":0,"reason":{"kind":"completed"}}"#,
+            r#"{"turn":1.5,"reason":{"kind":"completed"}}"#,
+            r#"{"turn":1,"reason":{"kind":"completed","x":1}}"#,
+            r#"{"turn":1,"reason":{"kind":"aborted"}}"#,
+            r#"{"turn":1,"reason":{"kind":"aborted","reason":{"kind":"user"}}}"#,
+            r#"{"turn":1,"reason":{"kind":"disposed"}}"#,
+            r#"{"turn":1,"reason":{"kind":"error","step":2,"message":"m"}}"#,
+            r#"{"turn":1,"reason":{"kind":"error","error":{"message":"m"}}}"#,
+            r#"{"turn":1,"reason":{"kind":7}}"#,
+            r#"{"turn":1,"reason":"completed"}"#,
+            r#"{"turn":1,"reason":{"kind":"completed"},"extra":true}"#,
+            r#"{"turn":1}"#,
+        ];
+        for ty in [TURN_START, TURN_END, "step/start"] {
+            for data in datas {
+                let e = Event::from_canonical_text(
+                    format!(r#"{{"type":"{ty}","seq":0,"time":1,"data":{data}}}"#).into(),
+                )
+                .unwrap();
+                assert_eq!(
+                    is_current_turn(&e),
+                    is_current_turn_event(&e.to_value()),
+                    "{ty} {data}"
+                );
+            }
+        }
     }
 }

@@ -136,7 +136,7 @@ pub(super) fn fast_event(item: Stored) -> std::result::Result<Arc<Event>, Stored
 fn current_format(e: &Event) -> bool {
     use crate::engine::event::{REQUEST_HEADER, REQUEST_HEADER_DELTA, TURN_END, TURN_START};
     if e.ty == TURN_START || e.ty == TURN_END {
-        return upgrade::is_current_turn_event(&e.to_value());
+        return upgrade::is_current_turn(e);
     }
     if e.ty == REQUEST_HEADER {
         return !crate::engine::event::has_fallback_reason(e.data_text());
