@@ -9,7 +9,7 @@ use ::dsh_session::ffi::{dsh_session_append_batch, dsh_session_fork, DSH_OK};
 use serde_json::{json, Map, Value};
 
 use crate::abi::{check, cstr, Buf, Session, Store};
-use crate::baselines::{parse_raw, raw_label, touch_fresh, Baselines};
+use crate::baselines::{parse_raw, raw_label, Baselines};
 use crate::derive::{self, append_until};
 use crate::mix::Ev;
 use crate::report::{fmt_n, row, Report};
@@ -84,15 +84,12 @@ pub fn run(
         d += t.stop();
     }
     std::hint::black_box(sink);
-    // Right after the appends, not between them: pages unmapped there
-    // would go straight back to the growing log and make its appends cheaper.
-    let fresh = touch_fresh(stream.lines[..big].iter().map(|l| l.len()).sum());
     let rate = big as f64 / d.cpu;
     let base_rate = big as f64 / base.cpu;
     let ratio = rate / base_rate;
     extra.insert(
         "append".into(),
-        json!({"ours": d.json(), "interleavedParse": base.json(), "freshPagesAfter": fresh.json()}),
+        json!({"ours": d.json(), "interleavedParse": base.json()}),
     );
     rep.push(
         row(
@@ -109,21 +106,6 @@ pub fn run(
             d.wall * 100_000.0 / big as f64,
             base.wall / d.wall,
             total_bytes as f64 / d.cpu / 1e6
-        )),
-    );
-    // Context, not a target: the kernel's part of a growing in-memory log.
-    rep.push(
-        row(
-            format!("  first touch of the log's growth in fresh pages, {}", fmt_n(big)),
-            "cpu",
-            fresh.cpu,
-            "s",
-        )
-        .base(d.cpu, "the appends")
-        .note(format!(
-            "baseline (e), right after the appends: {:.2} us per 4 KiB page; the appends without it vs the raw parse: {:.3}",
-            fresh.cpu * 1e6 / (total_bytes as f64 / 4096.0),
-            base.cpu / (d.cpu - fresh.cpu).max(f64::MIN_POSITIVE)
         )),
     );
 

@@ -65,37 +65,6 @@ fn time_parse(
     best
 }
 
-/// Baseline (e): the first touch of `bytes` of fresh anonymous memory,
-/// one write per 4 KiB page, timed without the map and unmap around it.
-/// A log that grows by `bytes` takes that many fresh pages from the
-/// kernel, which zeroes each one on its first write: no store that keeps
-/// its events in memory can go below this.
-pub fn touch_fresh(bytes: usize) -> Secs {
-    const PAGE: usize = 4096;
-    let len = bytes.div_ceil(PAGE).max(1) * PAGE;
-    // SAFETY: a private anonymous mapping of `len` bytes; only bytes inside
-    // it are written, and it is unmapped before returning.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert!(p != libc::MAP_FAILED, "mmap of {len} bytes");
-        let p = p.cast::<u8>();
-        let t = Timer::start();
-        for off in (0..len).step_by(PAGE) {
-            p.add(off).write_volatile(1);
-        }
-        let d = t.stop();
-        libc::munmap(p.cast(), len);
-        d
-    }
-}
-
 /// One fsync of a small write, `n` times; the median in seconds.
 fn fsync_median(dir: &Path, n: usize) -> f64 {
     let path = dir.join("fsync.bin");
