@@ -19,7 +19,9 @@
 mod find;
 mod nav;
 
-use self::find::{find_special, find_special_or_non_ascii, utf8_char_end};
+#[cfg(test)]
+use self::find::{find_special, find_special_or_non_ascii};
+use self::find::{utf8_char_end, Stops};
 pub use self::nav::{
     elements, is_nonempty_string, member, members, skip_value, walk_elements, walk_members,
 };
@@ -284,12 +286,9 @@ fn check<const UTF8: bool>(b: &[u8], mut member: impl FnMut(Span, usize, usize))
 #[inline]
 fn canonical_string_end<const UTF8: bool>(b: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
+    let mut stops = Stops::<UTF8>::default();
     loop {
-        j = if UTF8 {
-            find_special_or_non_ascii(b, j)
-        } else {
-            find_special(b, j)
-        };
+        j = stops.next(b, j);
         match *b.get(j)? {
             b'"' => return Some(j + 1),
             b'\\' => j = canonical_escape_end(b, j)?,

@@ -4,7 +4,9 @@
 //!
 //! On x86_64 the scan reads 32 bytes per step with SSE2 (part of the
 //! x86_64 baseline, so no runtime detection); elsewhere 16 bytes per step
-//! as two SWAR words. Both end in the same bytewise loop.
+//! as two SWAR words. Both end in the same bytewise loop. The canonical
+//! string check reads stops through [`Stops`], which on x86_64 finds every
+//! stop of 64 bytes in one pass and hands them out one by one.
 
 /// `0x01` in every byte.
 const LO: u64 = 0x0101_0101_0101_0101;
@@ -51,8 +53,9 @@ pub(super) fn find_special(b: &[u8], from: usize) -> usize {
 }
 
 /// [`find_special`] that also stops at bytes of 0x80 and above (for bytes
-/// whose UTF-8 is checked on the way, see [`utf8_char_end`]).
-#[inline(always)]
+/// whose UTF-8 is checked on the way, see [`utf8_char_end`]). The checks
+/// use [`Stops`]; this one is the reference its tests compare with.
+#[cfg(test)]
 pub(super) fn find_special_or_non_ascii(b: &[u8], from: usize) -> usize {
     find::<true>(b, from)
 }
@@ -96,6 +99,57 @@ fn find<const NON_ASCII: bool>(b: &[u8], from: usize) -> usize {
         i += 1;
     }
     b.len()
+}
+
+/// The stop bytes of a stretch of text found 64 bytes at a time and handed
+/// out one by one: a string with an escape every few dozen bytes is read
+/// by one vector pass per 64 bytes, not one per stop.
+#[derive(Default)]
+pub(super) struct Stops<const NON_ASCII: bool> {
+    /// Where the current block starts.
+    base: usize,
+    /// Bit `k`: byte `base + k` is a stop byte.
+    mask: u64,
+    /// The block's length: 64, or 0 before the first block.
+    len: usize,
+}
+
+impl<const NON_ASCII: bool> Stops<NON_ASCII> {
+    /// Index of the first stop byte at or after `j` (as [`find`]), or
+    /// `b.len()` when there is none.
+    #[inline(always)]
+    pub(super) fn next(&mut self, b: &[u8], mut j: usize) -> usize {
+        loop {
+            if j >= self.base && j < self.base + self.len {
+                let m = self.mask & (!0u64 << (j - self.base));
+                if m != 0 {
+                    return self.base + m.trailing_zeros() as usize;
+                }
+                j = self.base + self.len;
+            }
+            match mask64::<NON_ASCII>(b, j) {
+                Some(m) => (self.base, self.mask, self.len) = (j, m, 64),
+                None => return find::<NON_ASCII>(b, j),
+            }
+        }
+    }
+}
+
+/// The stop-byte mask of the 64 bytes from `j`, when there are 64.
+#[inline(always)]
+fn mask64<const NON_ASCII: bool>(b: &[u8], j: usize) -> Option<u64> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        let chunk = b.get(j..j.checked_add(64)?)?;
+        let lo = sse2::mask32::<NON_ASCII>(&chunk[..32]);
+        let hi = sse2::mask32::<NON_ASCII>(&chunk[32..]);
+        Some(u64::from(lo) | u64::from(hi) << 32)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        let _ = (b, j);
+        None
+    }
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]

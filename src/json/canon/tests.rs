@@ -720,6 +720,26 @@ fn scanner_agrees_with_bytewise_scan() {
             }
         }
     }
+    // Stops, read 64 bytes at a time, give every stop byte in order, from
+    // any start, whatever the caller skips between two calls.
+    let mut r = crate::test_rng::Rng(0x5851_F42D_4C95_7F2D);
+    for _ in 0..2000 {
+        let len = r.below(300);
+        let b: Vec<u8> = (0..len)
+            .map(|_| *r.pick(&[b'a', b'"', b'\\', 0x05, 0x80, 0xC3, b'z'][..]))
+            .collect();
+        let (mut plain, mut non_ascii) = (Stops::<false>::default(), Stops::<true>::default());
+        let mut j = r.below(len + 2);
+        loop {
+            let (p, n) = (plain.next(&b, j), non_ascii.next(&b, j));
+            assert_eq!(p, find_special(&b, j), "{b:?} {j}");
+            assert_eq!(n, find_special_or_non_ascii(&b, j), "{b:?} {j}");
+            if n >= len {
+                break;
+            }
+            j = n + 1 + r.below(8);
+        }
+    }
     for k in 0..40 {
         let t = format!("\"{}\\n{}\"", "é".repeat(k), "x".repeat(k));
         assert!(check(&t));
