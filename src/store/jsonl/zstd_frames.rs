@@ -59,16 +59,7 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
                 pos = end;
             }
             None => {
-                // A torn write is always the last one: a complete frame after
-                // it means the "torn" frame is damaged committed data (e.g. a
-                // flipped bit in a block size), which must not be cut away.
-                if let Some(next) = later_complete_frame(bytes, pos + 4) {
-                    return Err(corrupt(
-                        "zstd.damaged-frame",
-                        &format!("a damaged frame is followed by a complete frame at byte {next}"),
-                        pos,
-                    ));
-                }
+                refuse_if_not_last(bytes, pos, 0)?;
                 return Ok(Frames {
                     complete,
                     torn_start: Some(pos),
@@ -111,18 +102,7 @@ pub fn scan_stream(
             None => {
                 let torn_start = (pos < buf.len()).then_some(base + pos);
                 if torn_start.is_some() {
-                    // As in `scan_frames`: a complete frame after a torn one
-                    // means damaged committed data.
-                    if let Some(next) = later_complete_frame(&buf, pos + 4) {
-                        return Err(corrupt(
-                            "zstd.damaged-frame",
-                            &format!(
-                                "a damaged frame is followed by a complete frame at byte {}",
-                                base + next
-                            ),
-                            base + pos,
-                        ));
-                    }
+                    refuse_if_not_last(&buf, pos, base)?;
                 }
                 let rest = buf.split_off(pos);
                 return Ok((
@@ -134,6 +114,25 @@ pub fn scan_stream(
                 ));
             }
         }
+    }
+}
+
+/// A torn frame at `pos` must be the last thing in `bytes`: a torn write
+/// is always the last one, so a complete frame after it means the "torn"
+/// frame is damaged committed data (e.g. a flipped bit in a block size),
+/// which must not be cut away (`zstd.damaged-frame`). `base` is the file
+/// offset of `bytes[0]`.
+fn refuse_if_not_last(bytes: &[u8], pos: usize, base: usize) -> Result<()> {
+    match later_complete_frame(bytes, pos + 4) {
+        Some(next) => Err(corrupt(
+            "zstd.damaged-frame",
+            &format!(
+                "a damaged frame is followed by a complete frame at byte {}",
+                base + next
+            ),
+            base + pos,
+        )),
+        None => Ok(()),
     }
 }
 
