@@ -107,8 +107,7 @@ impl Scanner {
     /// Hand out the events scanned so far; later events continue their
     /// seqs (a streaming read passes the log on in batches).
     pub fn take_events(&mut self) -> Vec<Stored> {
-        self.base += self.events.len() as u64;
-        std::mem::take(&mut self.events)
+        self.take_before(u64::MAX)
     }
 
     /// Scan every complete line of `buf`, continuing a line left
