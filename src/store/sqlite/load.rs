@@ -20,6 +20,7 @@ use super::rows::{self, RawRow, Scan, Wtf8};
 use super::schema::sql_err;
 use crate::error::{Error, Result, Status};
 use crate::store::backend::Stored;
+use crate::store::chunk_rows::SQLITE_BOUNDS;
 
 /// End the read transaction of a whole-session read; returns the
 /// `data_version` it saw (see [`super::LastScan`]).
@@ -264,10 +265,16 @@ fn settle(batches: Vec<Decoded>, base: u64) -> Result<Scan> {
     })
 }
 
+/// The most events one packed row holds (schema 17).
+const MAX_PACKED: u64 = match SQLITE_BOUNDS.max_members {
+    Some(n) => n as u64,
+    None => panic!("SQLite rows have a member bound"),
+};
+
 /// The stored events of `id` with seqs `from..to` (fewer when the log ends
-/// first): the rows from 1023 seqs before `from` (a packed row starting
-/// that early may cover it), of which only packed rows before `from` are
-/// decoded.
+/// first): the rows from [`MAX_PACKED`] − 1 seqs before `from` (a packed
+/// row starting that early may cover it), of which only packed rows before
+/// `from` are decoded.
 pub(super) fn load_range(conn: &Connection, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
     if from >= to {
         return Ok(Vec::new());
@@ -278,7 +285,7 @@ pub(super) fn load_range(conn: &Connection, id: &str, from: u64, to: u64) -> Res
             rows::COLUMNS
         ))
         .map_err(sql_err)?;
-    let low = from.saturating_sub(1023).min(i64::MAX as u64) as i64;
+    let low = from.saturating_sub(MAX_PACKED - 1).min(i64::MAX as u64) as i64;
     let high = to.min(i64::MAX as u64) as i64;
     let mut q = stmt
         .query((Wtf8(id.as_bytes()), low, high))
