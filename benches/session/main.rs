@@ -26,6 +26,7 @@ mod append;
 mod baselines;
 mod derive;
 mod disk;
+mod floor;
 mod mix;
 mod open;
 mod report;

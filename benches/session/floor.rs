@@ -1,0 +1,104 @@
+//! Floors: the least any implementation must do besides the raw parse,
+//! measured on the same bytes in the same process, so the table shows how
+//! close to the machine each ratio target sits.
+//!
+//! * Append: keep each event's bytes (a fresh allocation and a copy of the
+//!   line the raw parse just read). An append that validates and keeps its
+//!   event costs at least the raw parse plus this.
+//! * Open: read the stored bytes and decompress them into one buffer the
+//!   process keeps (JSONL: the session's file; SQLite: every row of the
+//!   session, each compressed `data` value inflated). An open that checks
+//!   what it loads costs at least this plus the raw parse.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::{Secs, Timer};
+
+/// Copy each line into its own new allocation, kept in `kept`; the time.
+pub fn keep_lines(lines: &[&str], kept: &mut Vec<Box<[u8]>>) -> Secs {
+    let t = Timer::start();
+    for l in lines {
+        kept.push(Box::from(l.as_bytes()));
+    }
+    t.stop()
+}
+
+/// The floor of an open of session `id` in the store `config` (the bench's
+/// own `{"backend": ..., "path": ...}`), whose log is `bytes` bytes of
+/// JSON: read and decompress every stored byte into one kept buffer.
+/// Returns the time and the number of bytes kept.
+pub fn read_store(config: &str, id: &str, bytes: u64) -> (Secs, usize) {
+    let v: serde_json::Value = serde_json::from_str(config).expect("bench store config");
+    let root = PathBuf::from(v["path"].as_str().expect("store path"));
+    let mut kept = Vec::with_capacity(bytes as usize + (1 << 20));
+    let t = Timer::start();
+    match v["backend"].as_str() {
+        Some("jsonl") => read_jsonl(&root, id, &mut kept),
+        Some("sqlite") => read_sqlite(&root, id, &mut kept),
+        other => panic!("no floor for backend {other:?}"),
+    }
+    let d = t.stop();
+    std::hint::black_box(&kept);
+    (d, kept.len())
+}
+
+/// The session's log file under `root` (`<root>/<project>/<id>/session.jsonl[.zstd]`).
+fn jsonl_file(root: &Path, id: &str) -> PathBuf {
+    for project in std::fs::read_dir(root).expect("store root") {
+        let dir = project.unwrap().path().join(id);
+        for name in ["session.jsonl.zstd", "session.jsonl"] {
+            if dir.join(name).is_file() {
+                return dir.join(name);
+            }
+        }
+    }
+    panic!("no log of {id} under {}", root.display())
+}
+
+fn read_jsonl(root: &Path, id: &str, kept: &mut Vec<u8>) {
+    let path = jsonl_file(root, id);
+    if path.extension().is_some_and(|e| e == "zstd") {
+        let file = std::fs::read(&path).unwrap();
+        zstd::stream::copy_decode(&file[..], &mut *kept).expect("zstd log decodes");
+    } else {
+        std::io::Read::read_to_end(&mut std::fs::File::open(&path).unwrap(), kept).unwrap();
+    }
+}
+
+fn read_sqlite(db: &Path, id: &str, kept: &mut Vec<u8>) {
+    use rusqlite::types::ValueRef;
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable \
+             FROM events WHERE session_id = ?1 ORDER BY seq",
+        )
+        .unwrap();
+    let mut inflate = zstd::bulk::Decompressor::new().unwrap();
+    let mut rows = st.query([id]).unwrap();
+    while let Some(r) = rows.next().unwrap() {
+        for i in 0..7 {
+            match r.get_ref(i).unwrap() {
+                ValueRef::Text(t) => kept.extend_from_slice(t),
+                ValueRef::Blob(b) if i == 3 => {
+                    let n = zstd::zstd_safe::get_frame_content_size(b)
+                        .ok()
+                        .flatten()
+                        .expect("the writer's frames state their size")
+                        as usize;
+                    let at = kept.len();
+                    kept.resize(at + n, 0);
+                    let got = inflate
+                        .decompress_to_buffer(b, &mut kept[at..])
+                        .expect("stored frame inflates");
+                    assert_eq!(got, n);
+                }
+                ValueRef::Blob(b) => kept.extend_from_slice(b),
+                ValueRef::Integer(n) => kept.extend_from_slice(&n.to_le_bytes()),
+                _ => {}
+            }
+        }
+    }
+}
