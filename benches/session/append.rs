@@ -71,7 +71,7 @@ pub fn run(
     let mut sink = 0usize;
     // The floor: keeping each parsed line's bytes (see `floor`).
     let mut keep = Secs::default();
-    let mut kept = Vec::with_capacity(big);
+    let mut kept = Vec::with_capacity(stream.lines[..big].iter().map(|l| l.len()).sum());
     for (evs, lines) in stream.events[..big]
         .chunks(1000)
         .zip(stream.lines[..big].chunks(1000))

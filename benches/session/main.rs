@@ -70,6 +70,10 @@ fn main() {
         );
         return;
     }
+    if args.first().map(String::as_str) == Some("--child-floor") {
+        open::child_floor(&args[1], &args[2], &args[3], args[4].parse().unwrap());
+        return;
+    }
     if args.is_empty() {
         // `cargo bench` passes `--bench`; `cargo test --benches` passes
         // nothing. The benchmark stays out of the test suite.
