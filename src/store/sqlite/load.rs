@@ -6,8 +6,9 @@
 //! The thread that reads the rows hands batches to a decoding thread and
 //! decodes a batch itself whenever more than [`MAX_WAITING`] wait, so both
 //! cores decode and the rows in flight stay bounded. Each batch keeps its
-//! rows' seqs and outcomes and drops the rows, so the whole log's rows are
-//! never held at once.
+//! rows' seqs and outcomes, and its rows' buffer ([`RowBuf`]) goes back to
+//! the reading thread to be filled again, so the whole log's rows are never
+//! held at once and no row costs an allocation.
 //!
 //! Also the read of a range of a session's events (windowed sessions).
 
@@ -16,6 +17,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
+use super::row_buf::RowBuf;
 use super::rows::{self, RawRow, Scan, Wtf8};
 use super::schema::sql_err;
 use crate::error::{Error, Result, Status};
@@ -59,7 +61,7 @@ impl Decoded {
     }
 
     /// Decode `row` and add it.
-    fn push(&mut self, row: &RawRow) {
+    fn push(&mut self, row: &RawRow<'_>) {
         let from = self.events.len();
         let d = rows::decode_into(row, &mut self.events);
         if d.is_ok() && self.events[from..].iter().any(rows::is_turn_end) {
@@ -69,10 +71,10 @@ impl Decoded {
     }
 }
 
-fn decode(batch: Vec<RawRow>) -> Decoded {
+fn decode(batch: &RowBuf) -> Decoded {
     let mut d = Decoded::with_capacity(batch.len());
-    for row in &batch {
-        d.push(row);
+    for row in batch.iter() {
+        d.push(&row);
     }
     d
 }
@@ -87,17 +89,14 @@ pub fn scan_session(conn: &Connection, id: &[u8]) -> Result<Scan> {
         .map_err(sql_err)?;
     let long = last_seq(conn, id)?.is_some_and(|last| last >= PARALLEL_FROM);
     let mut q = stmt.query([Wtf8(id)]).map_err(sql_err)?;
-    let mut next = || -> Result<Option<RawRow>> {
-        q.next().map_err(sql_err)?.map(RawRow::from_row).transpose()
-    };
     let decoded = if long {
-        decode_parallel(&mut next)?
+        decode_parallel(&mut q)?
     } else {
-        // Each row is decoded as soon as it is read, so the next row
-        // reuses its memory.
+        // Each row is decoded as soon as it is read, straight from
+        // SQLite's buffers.
         let mut all = Decoded::with_capacity(0);
-        while let Some(row) = next()? {
-            all.push(&row);
+        while let Some(row) = q.next().map_err(sql_err)? {
+            all.push(&RawRow::from_row(row)?);
         }
         vec![all]
     };
@@ -122,11 +121,11 @@ fn last_seq(conn: &Connection, id: &[u8]) -> Result<Option<u64>> {
 
 /// Every row `next` yields, decoded on this thread and a second one, in
 /// batches in order.
-fn decode_parallel(next: &mut dyn FnMut() -> Result<Option<RawRow>>) -> Result<Vec<Decoded>> {
+fn decode_parallel(q: &mut rusqlite::Rows<'_>) -> Result<Vec<Decoded>> {
     let queue = Queue::default();
     let read = std::thread::scope(|s| {
         let worker = s.spawn(|| while queue.decode_one(true) {});
-        let read = queue.feed(next);
+        let read = queue.feed(q);
         queue.close();
         while queue.decode_one(false) {}
         if let Err(panic) = worker.join() {
@@ -150,7 +149,9 @@ struct Queue {
 #[derive(Default)]
 struct QueueState {
     /// Read and not yet decoded, with their index in the log.
-    waiting: VecDeque<(usize, Vec<RawRow>)>,
+    waiting: VecDeque<(usize, RowBuf)>,
+    /// Decoded and cleared, for the reading thread to fill again.
+    free: Vec<RowBuf>,
     /// Decoded here, with their index (in any order).
     done: Vec<(usize, Decoded)>,
     /// Nothing more will be read.
@@ -164,12 +165,12 @@ impl Queue {
 
     /// Read rows in batches into the queue until `next` has no more,
     /// decoding the oldest batch whenever too many wait.
-    fn feed(&self, next: &mut dyn FnMut() -> Result<Option<RawRow>>) -> Result<()> {
+    fn feed(&self, q: &mut rusqlite::Rows<'_>) -> Result<()> {
+        let mut batch = RowBuf::default();
         for index in 0.. {
-            let mut batch = Vec::with_capacity(BATCH);
             while batch.len() < BATCH {
-                match next()? {
-                    Some(row) => batch.push(row),
+                match q.next().map_err(sql_err)? {
+                    Some(row) => batch.push(&RawRow::from_row(row)?),
                     None => break,
                 }
             }
@@ -178,6 +179,7 @@ impl Queue {
             }
             let mut st = self.lock();
             st.waiting.push_back((index, batch));
+            batch = st.free.pop().unwrap_or_default();
             let too_many = st.waiting.len() > MAX_WAITING;
             drop(st);
             self.ready.notify_one();
@@ -208,8 +210,12 @@ impl Queue {
             st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
         };
         drop(st);
-        let decoded = decode(batch);
-        self.lock().done.push((index, decoded));
+        let mut batch = batch;
+        let decoded = decode(&batch);
+        batch.clear();
+        let mut st = self.lock();
+        st.done.push((index, decoded));
+        st.free.push(batch);
         true
     }
 }

@@ -16,6 +16,7 @@ mod ahead;
 mod faults;
 mod file;
 mod load;
+mod row_buf;
 mod rows;
 mod schema;
 mod sessions;
@@ -44,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
+use self::row_buf::RowBuf;
 use self::rows::{RawRow, Wtf8};
 use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
@@ -184,7 +186,7 @@ fn lossy(id: &[u8]) -> std::borrow::Cow<'_, str> {
 }
 
 /// Validated rows of `id` with `seq >= from`, in seq order.
-fn select_rows(conn: &Connection, id: &[u8], from: i64) -> Result<Vec<RawRow>> {
+fn select_rows(conn: &Connection, id: &[u8], from: i64) -> Result<RowBuf> {
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq",
@@ -192,9 +194,9 @@ fn select_rows(conn: &Connection, id: &[u8], from: i64) -> Result<Vec<RawRow>> {
         ))
         .map_err(sql_err)?;
     let mut q = stmt.query((Wtf8(id), from)).map_err(sql_err)?;
-    let mut out = Vec::new();
+    let mut out = RowBuf::default();
     while let Some(row) = q.next().map_err(sql_err)? {
-        out.push(RawRow::from_row(row)?);
+        out.push(&RawRow::from_row(row)?);
     }
     Ok(out)
 }
@@ -239,7 +241,7 @@ fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
     let base = tail_base(conn, id, start)?;
     let tail = select_rows(conn, id, base)?;
     let mut expected = base as u64;
-    for row in &tail {
+    for row in tail.iter() {
         let torn = |cause: Option<Error>| {
             let message = format!(
                 "session \"{}\" has an invalid physical tail at seq {}",
@@ -255,7 +257,7 @@ fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
                 None => Error::new(Status::Corrupt, "sqlite.append-torn-tail", message),
             }
         };
-        match rows::decode(row) {
+        match rows::decode(&row) {
             Ok(events) if row.seq == expected => expected += events.len() as u64,
             Ok(_) => return Err(torn(None)),
             Err(e) => return Err(torn(Some(e))),

@@ -136,23 +136,28 @@ thread_local! {
     static INFLATED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// One `events` row after column validation.
-#[derive(Debug, Clone)]
-pub struct RawRow {
+/// One `events` row after column validation, borrowing its columns (from
+/// SQLite's row while the statement stands on it, or from a
+/// [`RowBuf`](super::row_buf::RowBuf)).
+#[derive(Debug, Clone, Copy)]
+pub struct RawRow<'a> {
     /// `seq` (the first member's seq for a packed row).
     pub seq: u64,
-    ty: Vec<u8>,
-    time: i64,
-    data: RawData,
-    sources: Option<Vec<u8>>,
-    op: Option<Vec<u8>>,
-    ignorable: Option<i64>,
+    pub(super) ty: &'a [u8],
+    pub(super) time: i64,
+    pub(super) data: RawData<'a>,
+    pub(super) sources: Option<&'a [u8]>,
+    pub(super) op: Option<&'a [u8]>,
+    pub(super) ignorable: Option<i64>,
 }
 
-#[derive(Debug, Clone)]
-enum RawData {
-    Text(Vec<u8>),
-    Blob(Vec<u8>),
+/// A row's `data` column.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RawData<'a> {
+    /// TEXT.
+    Text(&'a [u8]),
+    /// BLOB: a zstd frame.
+    Blob(&'a [u8]),
 }
 
 fn row_event(column: &str, what: &str) -> Error {
@@ -167,16 +172,16 @@ fn corrupt(rule: &'static str, message: impl Into<String>) -> Error {
     Error::new(Status::Corrupt, rule, message)
 }
 
-impl RawRow {
+impl<'a> RawRow<'a> {
     /// Validate the columns of a row selected with [`COLUMNS`] (`sqlite.row-event`).
-    pub fn from_row(row: &rusqlite::Row<'_>) -> Result<RawRow> {
+    pub fn from_row(row: &'a rusqlite::Row<'_>) -> Result<RawRow<'a>> {
         let get = |i: usize| row.get_ref(i).map_err(super::schema::sql_err);
         let seq = match get(0)? {
             ValueRef::Integer(n) if (0..=MAX_SAFE as i64).contains(&n) => n as u64,
             _ => return Err(row_event("seq", "a non-negative safe integer")),
         };
         let ty = match get(1)? {
-            ValueRef::Text(t) if !t.is_empty() => t.to_vec(),
+            ValueRef::Text(t) if !t.is_empty() => t,
             _ => return Err(row_event("type", "non-empty text")),
         };
         let time = match get(2)? {
@@ -184,18 +189,18 @@ impl RawRow {
             _ => return Err(row_event("time", "a safe integer")),
         };
         let data = match get(3)? {
-            ValueRef::Text(t) => RawData::Text(t.to_vec()),
-            ValueRef::Blob(b) => RawData::Blob(b.to_vec()),
+            ValueRef::Text(t) => RawData::Text(t),
+            ValueRef::Blob(b) => RawData::Blob(b),
             _ => return Err(row_event("data", "TEXT or BLOB")),
         };
         let sources = match get(4)? {
             ValueRef::Null => None,
-            ValueRef::Blob(b) => Some(b.to_vec()),
+            ValueRef::Blob(b) => Some(b),
             _ => return Err(row_event("source_event_seqs", "NULL or BLOB")),
         };
         let op = match get(5)? {
             ValueRef::Null => None,
-            ValueRef::Text(t) => Some(t.to_vec()),
+            ValueRef::Text(t) => Some(t),
             _ => return Err(row_event("surface_op", "NULL or TEXT")),
         };
         let ignorable = match get(6)? {
@@ -226,7 +231,7 @@ fn utf8(bytes: &[u8]) -> Result<&str> {
 }
 
 /// The JSON text of a `data` column: TEXT as is, a BLOB decompressed.
-fn data_text(data: &RawData, limit: Option<usize>) -> Result<std::borrow::Cow<'_, str>> {
+fn data_text<'a>(data: &RawData<'a>, limit: Option<usize>) -> Result<std::borrow::Cow<'a, str>> {
     Ok(match data {
         RawData::Text(t) => std::borrow::Cow::Borrowed(utf8(t)?),
         RawData::Blob(b) => {
@@ -302,7 +307,7 @@ fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
 }
 
 /// Decode a validated row into its events (scalar: one; packed: its members).
-pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
+pub fn decode(row: &RawRow<'_>) -> Result<Vec<Stored>> {
     let mut out = Vec::new();
     decode_into(row, &mut out)?;
     Ok(out)
@@ -310,7 +315,7 @@ pub fn decode(row: &RawRow) -> Result<Vec<Stored>> {
 
 /// [`decode`], appending the row's events to `out`; returns how many. On
 /// an error nothing is appended.
-pub(super) fn decode_into(row: &RawRow, out: &mut Vec<Stored>) -> Result<usize> {
+pub(super) fn decode_into(row: &RawRow<'_>, out: &mut Vec<Stored>) -> Result<usize> {
     if row.is_packed() {
         let events = decode_packed(row)?;
         let n = events.len();
@@ -326,8 +331,8 @@ pub(super) fn decode_into(row: &RawRow, out: &mut Vec<Stored>) -> Result<usize> 
 }
 
 /// A scalar row's event as a value (the path that reports damage).
-fn decode_value(row: &RawRow) -> Result<Stored> {
-    let sources = match &row.sources {
+fn decode_value(row: &RawRow<'_>) -> Result<Stored> {
+    let sources = match row.sources {
         None => None,
         Some(blob) => Some(Value::Array(
             codec::decode(blob)?
@@ -336,13 +341,13 @@ fn decode_value(row: &RawRow) -> Result<Stored> {
                 .collect(),
         )),
     };
-    let op = match &row.op {
+    let op = match row.op {
         None => None,
         Some(text) => Some(parse(utf8(text)?, "surface_op")?),
     };
     let data = parse(&data_text(&row.data, None)?, "data")?;
     let mut e = Object::with_capacity(7);
-    e.insert_str("type", Value::String(JsString::from_wtf8(row.ty.clone())));
+    e.insert_str("type", Value::String(JsString::from_wtf8(row.ty.to_vec())));
     e.insert_str("seq", Value::Number(row.seq as f64));
     e.insert_str("time", Value::Number(row.time as f64));
     e.insert_str("data", data);
@@ -362,14 +367,14 @@ fn decode_value(row: &RawRow) -> Result<Stored> {
 /// stored `data` and `surface_op` are canonical JSON (what this library
 /// writes): no value tree is built. `None` sends the row through the
 /// value decoder, which reports any damage.
-fn canonical_event(row: &RawRow) -> Option<Event> {
+fn canonical_event(row: &RawRow<'_>) -> Option<Event> {
     let seq = Some(row.seq).filter(|&s| s <= MAX_SAFE)?;
     if row.time.unsigned_abs() > MAX_SAFE {
         return None;
     }
     // The surface columns are written into the event as text: the seqs
     // as the integers JSON spells them, `surface_op` as its canonical text.
-    let sources = match &row.sources {
+    let sources = match row.sources {
         None => None,
         Some(blob) => {
             use std::fmt::Write;
@@ -386,14 +391,14 @@ fn canonical_event(row: &RawRow) -> Option<Event> {
             Some(text)
         }
     };
-    let op = match &row.op {
+    let op = match row.op {
         None => None,
         // UTF-8 and canonical form in one pass.
         Some(text) => Some(canon::canonical_str(text)?),
     };
     let event = |data: &[u8]| {
         Some(Event::with_canonical_texts(
-            JsString::from_wtf8(row.ty.clone()),
+            JsString::from_wtf8(row.ty.to_vec()),
             seq,
             row.time,
             canon::canonical_str(data)?,
@@ -401,7 +406,7 @@ fn canonical_event(row: &RawRow) -> Option<Event> {
             row.ignorable == Some(1),
         ))
     };
-    match &row.data {
+    match row.data {
         RawData::Text(t) => event(t),
         RawData::Blob(b) => with_inflated(b, event),
     }
@@ -443,8 +448,8 @@ fn with_inflated<R>(frame: &[u8], f: impl FnOnce(&[u8]) -> Option<R>) -> Option<
 /// The reused buffer of [`with_inflated`] is dropped beyond this size.
 const KEEP_INFLATED: usize = 4 << 20;
 
-fn decode_packed(row: &RawRow) -> Result<Vec<Stored>> {
-    let tag = String::from_utf8_lossy(&row.ty).into_owned();
+fn decode_packed(row: &RawRow<'_>) -> Result<Vec<Stored>> {
+    let tag = String::from_utf8_lossy(row.ty).into_owned();
     if !chunk_rows::is_tag(&tag) {
         return Err(corrupt(
             "row.packed-tag",
@@ -480,7 +485,7 @@ fn decode_packed(row: &RawRow) -> Result<Vec<Stored>> {
 }
 
 /// The seq of the last event a packed row covers, if it decodes.
-pub fn last_member(row: &RawRow) -> Option<u64> {
+pub fn last_member(row: &RawRow<'_>) -> Option<u64> {
     decode(row)
         .ok()
         .map(|events| row.seq + events.len() as u64 - 1)
