@@ -2,8 +2,10 @@
 //! records joined by `\n` plus a final `\n`, plain or as exactly one
 //! checksummed Zstandard frame.
 //!
-//! Everything runs on the calling (writer) thread: on a small machine the
-//! other core belongs to the appending thread. The batch is serialized into
+//! Everything runs on the calling (writer) thread while appends may run:
+//! on a small machine the other core belongs to the appending thread. While
+//! a flush waits (nobody appends then), zstd compresses the frame on
+//! [`Scratch::set_workers`] threads of its own as well. The batch is serialized into
 //! a reused buffer; a batch of at most [`CHUNK`] bytes of text (the usual
 //! case: one batch window) is compressed in a single call with a reused
 //! compression context, straight from that buffer. A larger batch is
@@ -36,6 +38,10 @@ pub struct Scratch {
     text: String,
     frame: Vec<u8>,
     cctx: Option<CCtx<'static>>,
+    /// zstd worker threads wanted for the next frame (0: this thread only).
+    workers: u32,
+    /// zstd worker threads `cctx` is set to.
+    applied: u32,
 }
 
 impl std::fmt::Debug for Scratch {
@@ -55,6 +61,13 @@ fn zstd_error(code: zstd_safe::ErrorCode) -> io::Error {
 }
 
 impl Scratch {
+    /// Compress the next frames on `n` zstd worker threads besides this one
+    /// (0: on this thread alone). zstd compresses a short frame on this
+    /// thread whatever `n` is.
+    pub fn set_workers(&mut self, n: u32) {
+        self.workers = n;
+    }
+
     fn trim(&mut self) {
         if self.text.capacity() > SCRATCH_KEEP {
             self.text = String::new();
@@ -74,10 +87,19 @@ impl Scratch {
             cctx.set_parameter(CParameter::ChecksumFlag(true))
                 .map_err(zstd_error)?;
             self.cctx = Some(cctx);
+            self.applied = 0;
         }
         let cctx = self.cctx.as_mut().expect("created above");
         cctx.reset(ResetDirective::SessionOnly)
             .map_err(zstd_error)?;
+        if self.applied != self.workers
+            && cctx
+                .set_parameter(CParameter::NbWorkers(self.workers))
+                .is_ok()
+        {
+            // A refusal keeps the threads as they were: only speed differs.
+            self.applied = self.workers;
+        }
         Ok(cctx)
     }
 }
@@ -293,6 +315,39 @@ mod tests {
         assert_eq!(frames.complete.len(), 3);
         assert_eq!(frames.torn_start, None);
         for (r, batch) in frames.complete.iter().zip([&small, &big, &small]) {
+            assert_ne!(bytes[r.start + 4] & 0x04, 0, "content checksum");
+            let plain = decode_frame(&bytes[r.clone()], "zstd.frame-decode", 0).unwrap();
+            assert_eq!(plain, batch_text(batch).into_bytes());
+        }
+    }
+
+    #[test]
+    fn frames_compressed_on_worker_threads_are_the_same_records() {
+        // Medium: one call, long enough that zstd hands out jobs; big: streamed.
+        let small = events(50, 300);
+        let medium = events(2_500, 1_000);
+        let big = events(9_000, 1_000);
+        assert!(batch_text(&medium).len() > 2 << 20);
+        let plan: [(&Vec<Arc<Event>>, u32); 6] = [
+            (&medium, 2),
+            (&small, 2),
+            (&big, 2),
+            (&medium, 0),
+            (&big, 1),
+            (&small, 0),
+        ];
+        let (path, file) = temp_file("workers");
+        let mut scratch = Scratch::default();
+        for (batch, workers) in plan {
+            scratch.set_workers(workers);
+            write_batch(&file, batch, Compression::Zstd, &mut scratch).unwrap();
+            assert_eq!(scratch.applied, workers, "zstd took the worker count");
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let frames = scan_frames(&bytes, None).unwrap();
+        assert_eq!(frames.complete.len(), plan.len());
+        for (r, (batch, _)) in frames.complete.iter().zip(plan) {
             assert_ne!(bytes[r.start + 4] & 0x04, 0, "content checksum");
             let plain = decode_frame(&bytes[r.clone()], "zstd.frame-decode", 0).unwrap();
             assert_eq!(plain, batch_text(batch).into_bytes());

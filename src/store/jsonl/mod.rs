@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use super::backend::{slice_of, Backend, Listed, Loaded, Stored, Streamed, Torn};
 use super::memory::check_contiguous;
+use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Value};
@@ -81,6 +82,8 @@ pub struct JsonlBackend {
     /// so windowed sessions cost one open file and its buffers at most).
     cursor: Option<(String, range::Cursor)>,
     scratch: batch::Scratch,
+    /// The writer's count of waiting flushes (see [`JsonlBackend::workers`]).
+    hurry: Option<Arc<Hurry>>,
 }
 
 impl JsonlBackend {
@@ -101,7 +104,20 @@ impl JsonlBackend {
             marks: HashMap::new(),
             cursor: None,
             scratch: batch::Scratch::default(),
+            hurry: None,
         })
+    }
+
+    /// zstd worker threads for the write about to start: the machine's
+    /// cores (at most 4) while a flush waits, or without a writer (the
+    /// caller waits for the write either way); none while appends may run,
+    /// so they keep the other core.
+    fn workers(&self) -> u32 {
+        let waited_for = self.hurry.as_ref().is_none_or(|h| h.is_on());
+        if self.compression != Compression::Zstd || !waited_for {
+            return 0;
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(4)) as u32
     }
 
     /// The absolute root directory.
@@ -214,6 +230,7 @@ impl JsonlBackend {
         let path = dir.join(layout::log_name(self.compression));
         let line = header_line(header);
         let compression = self.compression;
+        self.scratch.set_workers(self.workers());
         let scratch = &mut self.scratch;
         fsio::publish(&path, |mut file| {
             match compression {
@@ -250,6 +267,7 @@ impl JsonlBackend {
             self.logs.get_mut(segment).expect("state exists").file = Some(open);
         }
         let compression = self.compression;
+        self.scratch.set_workers(self.workers());
         let scratch = &mut self.scratch;
         let state = self.logs.get_mut(segment).expect("state exists");
         let file = state.file.as_ref().expect("opened above");
@@ -266,6 +284,10 @@ impl JsonlBackend {
 impl Backend for JsonlBackend {
     fn name(&self) -> &'static str {
         "jsonl"
+    }
+
+    fn set_hurry(&mut self, hurry: Arc<Hurry>) {
+        self.hurry = Some(hurry);
     }
 
     fn list(&mut self) -> Result<Vec<Listed>> {

@@ -349,3 +349,21 @@ fn a_plain_log_cut_anywhere_loads_its_complete_lines() {
     fs::write(&path, &full[..header_len - 1]).unwrap();
     assert_eq!(b.load("p").unwrap_err().rule, "jsonl.header-missing");
 }
+
+#[test]
+fn zstd_uses_worker_threads_only_while_a_flush_waits() {
+    let hurry = Arc::new(Hurry::default());
+    for compression in BOTH {
+        let root = TempRoot::new("workers");
+        let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+        let zstd = compression == Compression::Zstd;
+        // No writer: whoever writes waits for the write.
+        assert_eq!(b.workers() > 0, zstd);
+        b.set_hurry(hurry.clone());
+        assert_eq!(b.workers(), 0, "appends may run: the other core is theirs");
+        let waiting = hurry.enter();
+        assert_eq!(b.workers() > 0, zstd);
+        drop(waiting);
+        assert_eq!(b.workers(), 0);
+    }
+}
