@@ -119,7 +119,7 @@ fn last_seq(conn: &Connection, id: &[u8]) -> Result<Option<u64>> {
         .and_then(|s| u64::try_from(s).ok()))
 }
 
-/// Every row `next` yields, decoded on this thread and a second one, in
+/// Every row `q` yields, decoded on this thread and a second one, in
 /// batches in order.
 fn decode_parallel(q: &mut rusqlite::Rows<'_>) -> Result<Vec<Decoded>> {
     let queue = Queue::default();
@@ -163,8 +163,9 @@ impl Queue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Read rows in batches into the queue until `next` has no more,
-    /// decoding the oldest batch whenever too many wait.
+    /// Read rows in batches into the queue until `q` has no more,
+    /// decoding the oldest batch whenever too many wait. Each batch is
+    /// filled into a buffer a decoded batch gave back, when there is one.
     fn feed(&self, q: &mut rusqlite::Rows<'_>) -> Result<()> {
         let mut batch = RowBuf::default();
         for index in 0.. {

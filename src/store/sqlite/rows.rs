@@ -143,11 +143,17 @@ thread_local! {
 pub struct RawRow<'a> {
     /// `seq` (the first member's seq for a packed row).
     pub seq: u64,
+    /// `type` (WTF-8, non-empty; a chunk tag for a packed row).
     pub(super) ty: &'a [u8],
+    /// `time`: a safe integer.
     pub(super) time: i64,
+    /// `data`.
     pub(super) data: RawData<'a>,
+    /// `source_event_seqs`: the varint blob, when not NULL.
     pub(super) sources: Option<&'a [u8]>,
+    /// `surface_op` text, when not NULL.
     pub(super) op: Option<&'a [u8]>,
+    /// `ignorable`: NULL, 0 (a packed row) or 1.
     pub(super) ignorable: Option<i64>,
 }
 
