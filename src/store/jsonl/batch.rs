@@ -42,6 +42,9 @@ pub struct Scratch {
     workers: u32,
     /// zstd worker threads `cctx` is set to.
     applied: u32,
+    /// `cctx` may have started its worker threads (a long frame was
+    /// compressed with workers).
+    started: bool,
 }
 
 impl std::fmt::Debug for Scratch {
@@ -80,6 +83,12 @@ impl Scratch {
     /// The compression context, ready for a new frame: level [`LEVEL`],
     /// content checksum on.
     fn cctx(&mut self) -> io::Result<&mut CCtx<'static>> {
+        if self.started && self.workers == 0 {
+            // Back to this thread alone: free the worker threads and their
+            // job buffers (about 10 MB), which setting the count to 0 keeps.
+            self.cctx = None;
+            self.started = false;
+        }
         if self.cctx.is_none() {
             let mut cctx = CCtx::try_create().ok_or_else(|| io::Error::other("zstd: no memory"))?;
             cctx.set_parameter(CParameter::CompressionLevel(LEVEL))
@@ -88,6 +97,7 @@ impl Scratch {
                 .map_err(zstd_error)?;
             self.cctx = Some(cctx);
             self.applied = 0;
+            self.started = false;
         }
         let cctx = self.cctx.as_mut().expect("created above");
         cctx.reset(ResetDirective::SessionOnly)
@@ -161,11 +171,16 @@ pub fn write_batch(
     let mut text = std::mem::take(&mut scratch.text);
     text.clear();
     fill(&mut rest, &mut text);
+    // zstd hands a frame's jobs to its worker threads (starting them) only
+    // beyond this many bytes.
+    const WORKERS_FROM: usize = 512 << 10;
+    let long = rest.len() > 0 || text.len() > WORKERS_FROM;
     let result = match compression {
         Compression::None => write_plain(file, &mut rest, &mut text),
         Compression::Zstd if rest.len() == 0 => write_frame(file, &text, scratch),
         Compression::Zstd => write_stream(file, &mut rest, &mut text, scratch),
     };
+    scratch.started |= long && scratch.applied > 0 && compression == Compression::Zstd;
     scratch.text = text;
     scratch.trim();
     result
@@ -342,6 +357,11 @@ mod tests {
             scratch.set_workers(workers);
             write_batch(&file, batch, Compression::Zstd, &mut scratch).unwrap();
             assert_eq!(scratch.applied, workers, "zstd took the worker count");
+            if workers == 0 {
+                assert!(!scratch.started, "threads of a long frame are let go");
+            } else if batch_text(batch).len() > 512 << 10 {
+                assert!(scratch.started);
+            }
         }
         let bytes = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_file(&path);
