@@ -4,9 +4,9 @@
 //! reported with its rule id and seq instead of stopping at the first one.
 //!
 //! Nothing is written: the backend is only asked to `list` and `load`, and
-//! the restore pipeline ([`super::restore`]) runs in memory. The per-event
+//! the restore pipeline (`store::restore`) runs in memory. The per-event
 //! passes below re-run the same engine checks event by event so that a log
-//! with several problems reports all of them; [`super::restore`] then runs as
+//! with several problems reports all of them; `store::restore` then runs as
 //! the authority, so verification never passes a session that `open` would
 //! refuse.
 //!

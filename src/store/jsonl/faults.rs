@@ -2,7 +2,7 @@
 //! right before a filesystem step whose failure, or a change of the file
 //! just before it, cannot be provoked from outside. Outside tests [`hit`]
 //! does nothing; in tests a hook installed on the calling thread
-//! ([`install`]) may change the filesystem there or fail the step.
+//! (`install`, in test builds) may change the filesystem there or fail the step.
 
 use std::io;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! at will: a journal-mode switch answered by an instant SQLITE_BUSY (a
 //! real one waits in SQLite's busy handler for the whole busy timeout) or
 //! by another SQLite error. Outside tests [`hit`] does nothing; in tests a
-//! hook installed on the calling thread ([`install`]) sees the point and
+//! hook installed on the calling thread (`install`, in test builds) sees the point and
 //! may fail the statement instead of letting it run.
 
 use std::time::Instant;
