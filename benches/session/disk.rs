@@ -151,7 +151,82 @@ pub fn write_behind(
         extra.insert(format!("storeBytes_{backend}"), json!(dir_size(&path)));
         stored.push((backend, config, path));
     }
+    fault_probe(cx, rep, extra);
     stored
+}
+
+/// The calling thread's minor page faults, voluntary context switches
+/// (it blocked) and involuntary ones (it was preempted), so far.
+fn thread_counts() -> [i64; 3] {
+    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_THREAD with a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    [u.ru_minflt, u.ru_nvcsw, u.ru_nivcsw]
+}
+
+/// Where the slow appends go: up to 100k appends to a new session, each
+/// timed and with the thread's page faults and context switches read
+/// around it (two system calls per append, so this is a probe apart from
+/// the figures above), on a JSONL store with its writer (batchWindowMs 25)
+/// and on a memory store (no writer thread, no disk). Reports how many
+/// appends took over 60 µs and what each met.
+fn fault_probe(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
+    let Ctx {
+        stream, big, tmp, ..
+    } = *cx;
+    let n = big.min(100_000);
+    for backend in ["jsonl", "memory"] {
+        eprintln!("slow-append probe ({backend}) {} ...", fmt_n(n));
+        let config = if backend == "memory" {
+            json!({"backend": "memory"}).to_string()
+        } else {
+            store_at(tmp, "probe", backend).1
+        };
+        let store = Store::open(&config);
+        let s = store.create("bench-probe");
+        let mut out = Buf::new();
+        let mut slow = Vec::new();
+        for ev in &stream.events[..n] {
+            let before = thread_counts();
+            let a = Instant::now();
+            s.append(ev, &mut out);
+            let d = a.elapsed().as_secs_f64();
+            if d > 60e-6 {
+                let after = thread_counts();
+                slow.push((d, [0, 1, 2].map(|i| after[i] - before[i] > 0)));
+            }
+        }
+        s.close();
+        store.close();
+        // What each slow append met: a page fault, a block, a preemption.
+        let count = |i: usize| slow.iter().filter(|x| x.1[i]).count();
+        let (faulted, blocked, preempted) = (count(0), count(1), count(2));
+        let none = slow.iter().filter(|x| !x.1.iter().any(|&b| b)).count();
+        let mut times: Vec<f64> = slow.iter().map(|x| x.0).collect();
+        let typical = if times.is_empty() {
+            0.0
+        } else {
+            median(&mut times)
+        };
+        extra.insert(
+            format!("slowAppendProbe_{backend}"),
+            json!({"appends": n, "over60us": slow.len(), "pageFault": faulted, "blocked": blocked,
+                   "preempted": preempted, "none": none, "medianSlowSeconds": typical}),
+        );
+        rep.push(
+            row(
+                format!("  appends over 60 µs ({backend}, {})", fmt_n(n)),
+                "wall",
+                slow.len() as f64,
+                "appends",
+            )
+            .note(format!(
+                "probe apart from the figures above (getrusage around each append): median {:.0} µs; {faulted} took a page fault, {blocked} blocked, {preempted} were preempted, {none} none of these",
+                typical * 1e6
+            )),
+        );
+    }
 }
 
 /// The path of a bench store `<name>-<backend>` (`.db` for SQLite) under
