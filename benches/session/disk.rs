@@ -176,6 +176,45 @@ fn fault_probe(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
         stream, big, tmp, ..
     } = *cx;
     let n = big.min(100_000);
+    // The baseline: copies of the same lines into memory already resident
+    // (touched once before), each timed like an append.
+    let lines = &stream.lines[..n];
+    let mut buf = vec![0u8; lines.iter().map(|l| l.len()).sum()];
+    buf.fill(1);
+    let mut slow = Vec::new();
+    let mut at = 0;
+    for l in lines {
+        let a = Instant::now();
+        buf[at..at + l.len()].copy_from_slice(l.as_bytes());
+        let d = a.elapsed().as_secs_f64();
+        at += l.len();
+        if d > 60e-6 {
+            slow.push(d);
+        }
+    }
+    std::hint::black_box(&buf);
+    drop(buf);
+    let typical = if slow.is_empty() {
+        0.0
+    } else {
+        median(&mut slow)
+    };
+    extra.insert(
+        "slowCopyProbe".into(),
+        json!({"copies": n, "over60us": slow.len(), "medianSlowSeconds": typical}),
+    );
+    rep.push(
+        row(
+            format!("  plain copies of a line over 60 µs ({})", fmt_n(n)),
+            "wall",
+            slow.len() as f64,
+            "copies",
+        )
+        .note(format!(
+            "baseline for the probe below: each event line copied into memory already resident, timed alone; median of the slow ones {:.0} µs",
+            typical * 1e6
+        )),
+    );
     for backend in ["jsonl", "memory"] {
         eprintln!("slow-append probe ({backend}) {} ...", fmt_n(n));
         let config = if backend == "memory" {
