@@ -155,6 +155,15 @@ pub fn write_behind(
     stored
 }
 
+/// The median of `v`, 0 when it is empty.
+fn median_or_zero(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        median(v)
+    }
+}
+
 /// The calling thread's minor page faults, voluntary context switches
 /// (it blocked) and involuntary ones (it was preempted), so far.
 fn thread_counts() -> [i64; 3] {
@@ -194,11 +203,7 @@ fn fault_probe(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
     }
     std::hint::black_box(&buf);
     drop(buf);
-    let typical = if slow.is_empty() {
-        0.0
-    } else {
-        median(&mut slow)
-    };
+    let typical = median_or_zero(&mut slow);
     extra.insert(
         "slowCopyProbe".into(),
         json!({"copies": n, "over60us": slow.len(), "medianSlowSeconds": typical}),
@@ -242,12 +247,7 @@ fn fault_probe(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
         let count = |i: usize| slow.iter().filter(|x| x.1[i]).count();
         let (faulted, blocked, preempted) = (count(0), count(1), count(2));
         let none = slow.iter().filter(|x| !x.1.iter().any(|&b| b)).count();
-        let mut times: Vec<f64> = slow.iter().map(|x| x.0).collect();
-        let typical = if times.is_empty() {
-            0.0
-        } else {
-            median(&mut times)
-        };
+        let typical = median_or_zero(&mut slow.iter().map(|x| x.0).collect::<Vec<_>>());
         extra.insert(
             format!("slowAppendProbe_{backend}"),
             json!({"appends": n, "over60us": slow.len(), "pageFault": faulted, "blocked": blocked,
