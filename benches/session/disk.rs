@@ -155,15 +155,6 @@ pub fn write_behind(
     stored
 }
 
-/// The median of `v`, 0 when it is empty.
-fn median_or_zero(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        median(v)
-    }
-}
-
 /// The calling thread's minor page faults, voluntary context switches
 /// (it blocked) and involuntary ones (it was preempted), so far.
 fn thread_counts() -> [i64; 3] {
@@ -174,52 +165,81 @@ fn thread_counts() -> [i64; 3] {
     [u.ru_minflt, u.ru_nvcsw, u.ru_nivcsw]
 }
 
-/// Where the slow appends go: up to 100k appends to a new session, each
-/// timed and with the thread's page faults and context switches read
-/// around it (two system calls per append, so this is a probe apart from
-/// the figures above), on a JSONL store with its writer (batchWindowMs 25)
-/// and on a memory store (no writer thread, no disk). Reports how many
-/// appends took over 60 µs and what each met.
+/// Run `op(i)` for `i` in `0..n`, each timed alone with the thread's
+/// counts ([`thread_counts`]) read around it, outside the timed part.
+/// Pushes one row: how many took over 60 µs, their median, and whether
+/// each took a page fault, blocked, was preempted, or none of these.
+fn slow_ops(
+    key: &str,
+    name: String,
+    what: &'static str,
+    n: usize,
+    mut op: impl FnMut(usize),
+    rep: &mut Report,
+    extra: &mut Map<String, Value>,
+) {
+    let mut slow = Vec::new();
+    for i in 0..n {
+        let before = thread_counts();
+        let a = Instant::now();
+        op(i);
+        let d = a.elapsed().as_secs_f64();
+        if d > 60e-6 {
+            let after = thread_counts();
+            slow.push((d, [0, 1, 2].map(|k| after[k] - before[k] > 0)));
+        }
+    }
+    let count = |k: usize| slow.iter().filter(|x| x.1[k]).count();
+    let (faulted, blocked, preempted) = (count(0), count(1), count(2));
+    let none = slow.iter().filter(|x| !x.1.iter().any(|&b| b)).count();
+    let mut times: Vec<f64> = slow.iter().map(|x| x.0).collect();
+    let typical = if times.is_empty() {
+        0.0
+    } else {
+        median(&mut times)
+    };
+    extra.insert(
+        key.into(),
+        json!({"ops": n, "over60us": slow.len(), "pageFault": faulted, "blocked": blocked,
+               "preempted": preempted, "none": none, "medianSlowSeconds": typical}),
+    );
+    rep.push(
+        row(name, "wall", slow.len() as f64, what).note(format!(
+            "each timed alone, getrusage read around it: median of the slow ones {:.0} µs; {faulted} took a page fault, {blocked} blocked, {preempted} were preempted, {none} none of these",
+            typical * 1e6
+        )),
+    );
+}
+
+/// Where the slow appends go, apart from the figures above (two system
+/// calls around each operation): up to 100k appends to a new JSONL session
+/// (batchWindowMs 25) and to a memory store (no writer thread, no disk),
+/// and as their baseline the same lines copied into memory already
+/// resident ([`slow_ops`] for each).
 fn fault_probe(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
     let Ctx {
         stream, big, tmp, ..
     } = *cx;
     let n = big.min(100_000);
-    // The baseline: copies of the same lines into memory already resident
-    // (touched once before), each timed like an append.
     let lines = &stream.lines[..n];
     let mut buf = vec![0u8; lines.iter().map(|l| l.len()).sum()];
     buf.fill(1);
-    let mut slow = Vec::new();
     let mut at = 0;
-    for l in lines {
-        let a = Instant::now();
-        buf[at..at + l.len()].copy_from_slice(l.as_bytes());
-        let d = a.elapsed().as_secs_f64();
-        at += l.len();
-        if d > 60e-6 {
-            slow.push(d);
-        }
-    }
+    slow_ops(
+        "slowCopyProbe",
+        format!("  plain copies of a line over 60 µs ({})", fmt_n(n)),
+        "copies",
+        n,
+        |i| {
+            let l = lines[i].as_bytes();
+            buf[at..at + l.len()].copy_from_slice(l);
+            at += l.len();
+        },
+        rep,
+        extra,
+    );
     std::hint::black_box(&buf);
     drop(buf);
-    let typical = median_or_zero(&mut slow);
-    extra.insert(
-        "slowCopyProbe".into(),
-        json!({"copies": n, "over60us": slow.len(), "medianSlowSeconds": typical}),
-    );
-    rep.push(
-        row(
-            format!("  plain copies of a line over 60 µs ({})", fmt_n(n)),
-            "wall",
-            slow.len() as f64,
-            "copies",
-        )
-        .note(format!(
-            "baseline for the probe below: each event line copied into memory already resident, timed alone; median of the slow ones {:.0} µs",
-            typical * 1e6
-        )),
-    );
     for backend in ["jsonl", "memory"] {
         eprintln!("slow-append probe ({backend}) {} ...", fmt_n(n));
         let config = if backend == "memory" {
@@ -230,41 +250,17 @@ fn fault_probe(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
         let store = Store::open(&config);
         let s = store.create("bench-probe");
         let mut out = Buf::new();
-        let mut slow = Vec::new();
-        for ev in &stream.events[..n] {
-            let before = thread_counts();
-            let a = Instant::now();
-            s.append(ev, &mut out);
-            let d = a.elapsed().as_secs_f64();
-            if d > 60e-6 {
-                let after = thread_counts();
-                slow.push((d, [0, 1, 2].map(|i| after[i] - before[i] > 0)));
-            }
-        }
+        slow_ops(
+            &format!("slowAppendProbe_{backend}"),
+            format!("  appends over 60 µs ({backend}, {})", fmt_n(n)),
+            "appends",
+            n,
+            |i| s.append(&stream.events[i], &mut out),
+            rep,
+            extra,
+        );
         s.close();
         store.close();
-        // What each slow append met: a page fault, a block, a preemption.
-        let count = |i: usize| slow.iter().filter(|x| x.1[i]).count();
-        let (faulted, blocked, preempted) = (count(0), count(1), count(2));
-        let none = slow.iter().filter(|x| !x.1.iter().any(|&b| b)).count();
-        let typical = median_or_zero(&mut slow.iter().map(|x| x.0).collect::<Vec<_>>());
-        extra.insert(
-            format!("slowAppendProbe_{backend}"),
-            json!({"appends": n, "over60us": slow.len(), "pageFault": faulted, "blocked": blocked,
-                   "preempted": preempted, "none": none, "medianSlowSeconds": typical}),
-        );
-        rep.push(
-            row(
-                format!("  appends over 60 µs ({backend}, {})", fmt_n(n)),
-                "wall",
-                slow.len() as f64,
-                "appends",
-            )
-            .note(format!(
-                "probe apart from the figures above (getrusage around each append): median {:.0} µs; {faulted} took a page fault, {blocked} blocked, {preempted} were preempted, {none} none of these",
-                typical * 1e6
-            )),
-        );
     }
 }
 
