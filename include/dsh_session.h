@@ -367,8 +367,10 @@ dsh_status dsh_session_validate(struct dsh_session *session,
 dsh_status dsh_session_flush(struct dsh_session *session, struct dsh_buf *out);
 
 /**
- * `{"id","header","length","firstLiveSeq","replaceGeneration","openTurn"}`
- * (`openTurn` is the open turn number or null).
+ * `{"id","header","length","firstLiveSeq","replaceGeneration","openTurn",
+ * "admission","eventTypes"}` (`openTurn` is the open turn number or null;
+ * `admission` is `"strict"` or `"reference"`; `eventTypes` the store's
+ * declared host types).
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
  *

@@ -110,10 +110,15 @@ fn session_log(run: &Run) -> String {
     text
 }
 
+/// The store every session vector runs on: the reference's admission,
+/// which the vectors record.
+const VECTOR_STORE: &str = r#"{"admission":"reference"}"#;
+
 fn run_session_vector(v: &J) -> Result<(), String> {
     let mut store = ptr::null_mut();
-    // SAFETY: valid out-pointers.
-    let (st, text) = call(|out| unsafe { dsh_store_open(ptr::null(), &mut store, out) });
+    let config = cstr(VECTOR_STORE);
+    // SAFETY: valid string and out-pointers.
+    let (st, text) = call(|out| unsafe { dsh_store_open(config.as_ptr(), &mut store, out) });
     if st != DSH_OK {
         return Err(format!("store open: {text}"));
     }

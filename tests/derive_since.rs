@@ -30,7 +30,7 @@ fn user(s: &Session, n: u64) {
 
 #[test]
 fn deltas_add_up_to_the_full_derive_and_a_replace_resets_the_cursor() {
-    let store = Store::open("null").unwrap();
+    let store = Store::open(&declaring("null")).unwrap();
     let s = store.create(r#"{"id":"d"}"#).unwrap();
     let (mut g, mut n) = (0, 0);
     let mut held: Vec<Value> = Vec::new();

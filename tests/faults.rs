@@ -20,7 +20,7 @@ fn sqlite_config(path: &Path) -> String {
 /// Two closed turns, then an open one: events 0..=5 are committed (the last
 /// `turn/end` is seq 5), 6..=8 are the open tail.
 fn write_session(config: &str) -> Value {
-    let store = Store::open(config).unwrap();
+    let store = Store::open(&declaring(config)).unwrap();
     let s = store.create(r#"{"id":"f"}"#).unwrap();
     for turn in 1..=2 {
         s.append_ok("turn/start", &format!(r#"{{"turn":{turn}}}"#), None);
@@ -54,7 +54,7 @@ fn damage_sqlite(path: &Path, sql: &str) {
 }
 
 fn open_after(config: &str) -> Result<Value, (dsh_status, String)> {
-    let store = Store::open(config).unwrap();
+    let store = Store::open(&declaring(config)).unwrap();
     let (s, _) = store.open_session("f")?;
     Ok(s.events())
 }
@@ -196,7 +196,7 @@ fn jsonl_log(root: &Path, zstd: bool) -> std::path::PathBuf {
 /// Byte offsets where each append's frame or line ends (window 0: one
 /// append, one write).
 fn write_session_marking_ends(config: &str, log: &Path) -> (Value, Vec<u64>) {
-    let store = Store::open(config).unwrap();
+    let store = Store::open(&declaring(config)).unwrap();
     let s = store.create(r#"{"id":"f"}"#).unwrap();
     let mut ends = Vec::new();
     let mut append = |ty: &str, data: &str, intent: Option<&str>| {

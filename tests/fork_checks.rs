@@ -9,7 +9,8 @@ use support::*;
 
 #[test]
 fn a_live_message_without_id_refuses_every_fork_and_a_clean_prefix_forks() {
-    let store = Store::open("null").unwrap();
+    // Only the reference's admission lets a message without id in.
+    let store = Store::open(&declaring(r#"{"admission":"reference"}"#)).unwrap();
     let s = store.create(r#"{"id":"src"}"#).unwrap();
     s.append_ok("plugin/a", "{}", None);
     for round in 0..2 {

@@ -50,7 +50,7 @@ unsafe extern "C" fn on_notice(
 
 #[test]
 fn observer_hears_created_event_flush_and_disposed_in_order() {
-    let store = Store::open("null").unwrap();
+    let store = Store::open(&declaring("null")).unwrap();
     let seen = Box::new(Seen {
         notices: Mutex::new(Vec::new()),
         reenter: Mutex::new(None),
@@ -84,7 +84,7 @@ fn observer_hears_created_event_flush_and_disposed_in_order() {
 
 #[test]
 fn an_append_from_inside_the_observer_is_refused_as_reentrant() {
-    let store = Store::open("null").unwrap();
+    let store = Store::open(&declaring("null")).unwrap();
     let seen = Box::new(Seen {
         notices: Mutex::new(Vec::new()),
         reenter: Mutex::new(None),

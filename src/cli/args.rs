@@ -92,6 +92,10 @@ pub struct StoreArgs {
     /// Read a JSONL STORE with this encoding instead of detecting it.
     #[arg(long, value_enum)]
     pub compression: Option<CompressionKind>,
+    /// Host event types the sessions use (the store's "eventTypes"),
+    /// comma-separated: `--event-types myapp/note,myapp/tick`.
+    #[arg(long, value_name = "TYPES", value_delimiter = ',')]
+    pub event_types: Vec<String>,
 }
 
 /// `list`.

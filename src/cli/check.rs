@@ -64,6 +64,7 @@ fn problem_json(target: &Target, p: &Problem) -> Value {
 /// `verify`.
 pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
     let target = Target::from_args(&a.store);
+    let vocab = target.vocabulary()?;
     let mut report = StoreReport::default();
     match target.open_existing() {
         // Locked by another process: the check could not run at all.
@@ -73,7 +74,7 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
         Err(e) => report.problems.push(Problem::from_error(None, &e, None)),
         Ok(mut backend) => match &a.id {
             Some(id) => {
-                let session = verify_session(&mut *backend, id);
+                let session = verify_session(&mut *backend, id, &vocab);
                 if session.problems.iter().any(|p| p.rule == "load.not-found") {
                     return Err(CliError {
                         exit: EXIT_FAILED,
@@ -87,7 +88,7 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
                     BackendKind::Jsonl => jsonl_session_ids(&target.path),
                     BackendKind::Sqlite => Vec::new(),
                 };
-                report = verify_store(&mut *backend, &extra);
+                report = verify_store(&mut *backend, &extra, &vocab);
             }
         },
     }

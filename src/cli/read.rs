@@ -9,10 +9,11 @@ use crate::engine::derive::event_message;
 use crate::engine::event::{is_surface_type, TURN_END, TURN_START};
 use crate::engine::request::token_usage;
 use crate::engine::surface::{self, Markers};
+use crate::engine::Vocabulary;
 use crate::error::{Error, Status};
 use crate::json::{Object, Value};
 use crate::store::backend::header_id;
-use crate::store::{restore, Backend, Loaded, Restored};
+use crate::store::{restore, restore_lenient, Backend, Loaded, Restored};
 
 /// An opened store.
 pub(super) struct Opened {
@@ -20,16 +21,23 @@ pub(super) struct Opened {
     pub target: Target,
     /// Its backend.
     pub backend: Box<dyn Backend>,
+    /// The host event types `--event-types` declares.
+    pub vocab: Vocabulary,
 }
 
 impl Opened {
     /// Open an existing store for reading.
     pub fn new(args: &StoreArgs) -> Result<Opened, CliError> {
         let target = Target::from_args(args);
+        let vocab = target.vocabulary()?;
         let backend = target
             .open_existing()
             .map_err(|e| CliError::library(&target.path, None, &e))?;
-        Ok(Opened { target, backend })
+        Ok(Opened {
+            target,
+            backend,
+            vocab,
+        })
     }
 
     /// A library error about session `id` of this store.
@@ -57,7 +65,41 @@ impl Opened {
     /// without writing), with notes about what `open` would repair.
     pub fn restore(&mut self, ctx: Ctx, id: &str) -> Result<(Loaded, Restored), CliError> {
         let loaded = self.load(id)?;
-        let restored = restore(id, &loaded).map_err(|e| self.fail(Some(id), &e))?;
+        let restored = restore(id, &loaded, &self.vocab).map_err(|e| self.fail(Some(id), &e))?;
+        self.repair_notes(ctx, id, &loaded, &restored);
+        Ok((loaded, restored))
+    }
+
+    /// [`Opened::restore`] for a command that only reads: events a strict
+    /// open refuses one by one (an undeclared type, a malformed message or
+    /// request header) are read as stored, each named in a note with its
+    /// seq and rule.
+    pub fn restore_for_reading(
+        &mut self,
+        ctx: Ctx,
+        id: &str,
+    ) -> Result<(Loaded, Restored), CliError> {
+        let loaded = self.load(id)?;
+        let (restored, findings) =
+            restore_lenient(id, &loaded, &self.vocab).map_err(|e| self.fail(Some(id), &e))?;
+        for f in &findings {
+            let rule = f.error.cause.unwrap_or(f.error.rule);
+            ctx.note(&format!(
+                "session \"{id}\" seq {}: {rule}: {} (read as stored; open refuses it{})",
+                f.seq,
+                f.error.message,
+                if rule == "load.unknown-type" {
+                    " unless the type is declared with --event-types"
+                } else {
+                    ""
+                }
+            ));
+        }
+        self.repair_notes(ctx, id, &loaded, &restored);
+        Ok((loaded, restored))
+    }
+
+    fn repair_notes(&self, ctx: Ctx, id: &str, loaded: &Loaded, restored: &Restored) {
         if loaded.torn.is_some() {
             ctx.note(&format!(
                 "session \"{id}\" has a torn tail; it is left out (`dsh-session repair` cuts it)"
@@ -69,7 +111,6 @@ impl Opened {
                 restored.closers.len()
             ));
         }
-        Ok((loaded, restored))
     }
 }
 
@@ -213,7 +254,7 @@ pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
 /// `derive`.
 pub fn derive(ctx: Ctx, a: &DeriveArgs) -> Result<u8, CliError> {
     let mut o = Opened::new(&a.store)?;
-    let (_, restored) = o.restore(ctx, &a.id)?;
+    let (_, restored) = o.restore_for_reading(ctx, &a.id)?;
     let mut session = restored.session;
     let mut out = Out::new();
     if a.surface {
@@ -335,7 +376,7 @@ fn print_surface(
 /// `stats`.
 pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
     let mut o = Opened::new(&a.store)?;
-    let (loaded, restored) = o.restore(ctx, &a.id)?;
+    let (loaded, restored) = o.restore_for_reading(ctx, &a.id)?;
     let mut session = restored.session;
     let stored: Vec<_> = session
         .events()

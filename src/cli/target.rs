@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{BackendKind, CompressionKind, StoreArgs};
 use super::CliError;
+use crate::engine::Vocabulary;
 use crate::error::{Error, Status};
 use crate::json::Value;
 use crate::store::jsonl::{Compression, JsonlBackend};
@@ -25,6 +26,8 @@ pub struct Target {
     pub kind: BackendKind,
     /// zstd frames (JSONL only).
     pub zstd: bool,
+    /// The host event types the store's sessions use (`--event-types`).
+    pub event_types: Vec<String>,
 }
 
 /// Extensions that name a SQLite file.
@@ -62,12 +65,21 @@ impl Target {
             path: path.to_path_buf(),
             kind,
             zstd,
+            event_types: Vec::new(),
         }
     }
 
     /// [`Target::detect`] from a command's store arguments.
     pub fn from_args(args: &StoreArgs) -> Target {
-        Target::detect(&args.store, args.backend, args.compression)
+        Target {
+            event_types: args.event_types.clone(),
+            ..Target::detect(&args.store, args.backend, args.compression)
+        }
+    }
+
+    /// The vocabulary `--event-types` declares.
+    pub fn vocabulary(&self) -> Result<Vocabulary, CliError> {
+        Vocabulary::new(&self.event_types).map_err(|e| CliError::usage(e.message))
     }
 
     /// `"sqlite"`, `"jsonl (zstd)"` or `"jsonl (none)"`.
@@ -158,6 +170,10 @@ impl Target {
             ));
         }
         entries.push(("batchWindowMs", Value::num(0.0)));
+        if !self.event_types.is_empty() {
+            let types = self.event_types.iter().map(|t| Value::str(t)).collect();
+            entries.push(("eventTypes", Value::Array(types)));
+        }
         Ok(Value::obj(entries).to_json())
     }
 

@@ -43,7 +43,7 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
     let id = a.id.as_str();
     let mut o = Opened::new(&a.store)?;
     let loaded = o.load(id)?;
-    let restored = restore(id, &loaded).map_err(|e| o.fail(Some(id), &e))?;
+    let restored = restore(id, &loaded, &o.vocab).map_err(|e| o.fail(Some(id), &e))?;
     let backend = o.backend.name();
     let target = o.target.clone();
     // Release the store's lock before the library opens it.

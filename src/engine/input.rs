@@ -103,13 +103,13 @@ pub(super) fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool
 }
 
 /// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
-/// vocabulary, then the intent's surface metadata. Returns
-/// `(sourceEventSeqs, surfaceOp)`.
+/// vocabulary, then the intent's surface metadata and its `ignorable`
+/// marker. Returns `(sourceEventSeqs, surfaceOp, ignorable)`.
 pub(super) fn check_input(
     ty: &str,
     data: &Data<'_>,
     intent: Intent<'_>,
-) -> Result<(Option<Value>, Option<Value>)> {
+) -> Result<(Option<Value>, Option<Value>, bool)> {
     if let Data::Value(v, false) = data {
         if !v.is_lossless() {
             return Err(Error::invalid_json(
@@ -139,9 +139,13 @@ pub(super) fn check_input(
         }
         Intent::Value(v) => (v, false),
     };
-    let (sources, op) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
-        None => (None, None),
-        Some(Ok(mut o)) => (o.remove("sourceEventSeqs"), o.remove("surfaceOp")),
+    let (sources, op, ignorable) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
+        None => (None, None, None),
+        Some(Ok(mut o)) => (
+            o.remove("sourceEventSeqs"),
+            o.remove("surfaceOp"),
+            o.remove("ignorable"),
+        ),
         Some(Err(_)) => {
             return Err(Error::invalid_argument(
                 "arg.intent",
@@ -158,7 +162,20 @@ pub(super) fn check_input(
             format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
         ));
     }
-    Ok((sources, op))
+    let ignorable = match ignorable {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => {
+            super::admission::check_ignorable(ty)?;
+            true
+        }
+        Some(_) => {
+            return Err(Error::invalid_argument(
+                "arg.ignorable",
+                "the intent's \"ignorable\" must be a boolean",
+            ))
+        }
+    };
+    Ok((sources, op, ignorable))
 }
 
 /// The input checks of `append` that come before the re-entrancy check

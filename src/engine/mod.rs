@@ -1,6 +1,7 @@
 //! The pure session engine: no I/O, no FFI types. Everything here is a
 //! function of its inputs (the caller supplies the clock).
 
+pub mod admission;
 pub mod chunked;
 pub mod derive;
 pub mod event;
@@ -14,6 +15,7 @@ pub mod upgrade;
 pub mod vocabulary;
 pub mod window;
 
+pub use admission::{Admission, Policy, Vocabulary};
 pub use event::Event;
 pub use session::{Seed, Session};
 pub use surface::{Markers, Surface};

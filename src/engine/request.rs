@@ -4,19 +4,104 @@
 use super::event::{Event, ASSISTANT_MESSAGE, REQUEST_CONTEXT, REQUEST_HEADER};
 use crate::json::{Object, Value};
 
-/// JavaScript truthiness, for the reference's `x ? … : …` tests.
-fn truthy(v: &Value) -> bool {
+/// The reference's `value.length > 0` test of a header's `system` and
+/// `tools`: a non-empty string or array, or an object whose `length`
+/// member compares greater than zero; numbers, booleans and `null` have no
+/// length.
+fn has_positive_length(v: &Value) -> bool {
     match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => *n != 0.0 && !n.is_nan(),
         Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => o.get("length").is_some_and(greater_than_zero),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
     }
 }
 
+/// JavaScript's `v > 0` for a JSON value (abstract relational comparison:
+/// the value becomes a primitive, then a number).
+fn greater_than_zero(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => *n > 0.0,
+        Value::Bool(b) => *b,
+        Value::Null => false,
+        Value::String(s) => string_positive(&s.to_string_lossy()),
+        Value::Array(_) => string_positive(&to_js_string(v)),
+        Value::Object(_) => false,
+    }
+}
+
+/// `String(v)` of a JSON value (arrays join their elements with `,`,
+/// `null` elements become empty, objects `[object Object]`).
+fn to_js_string(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(_) => v.to_json(),
+        Value::String(s) => s.to_string_lossy(),
+        Value::Object(_) => "[object Object]".to_string(),
+        Value::Array(a) => a
+            .iter()
+            .map(|e| match e {
+                Value::Null => String::new(),
+                other => to_js_string(other),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+/// Whether `Number(text) > 0` in JavaScript (`StringToNumber`: trimmed,
+/// empty is 0, decimal with optional sign and exponent, `Infinity`,
+/// unsigned `0x`/`0o`/`0b` integers; anything else is NaN).
+fn string_positive(text: &str) -> bool {
+    const JS_SPACE: &[char] = &[
+        '\u{9}', '\u{a}', '\u{b}', '\u{c}', '\u{d}', ' ', '\u{a0}', '\u{1680}', '\u{2028}',
+        '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}', '\u{feff}',
+    ];
+    let is_space = |c: char| JS_SPACE.contains(&c) || ('\u{2000}'..='\u{200a}').contains(&c);
+    let t = text.trim_matches(is_space);
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
+        if let Some(digits) = t.strip_prefix(prefix) {
+            let valid = !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix));
+            return valid && digits.chars().any(|c| c != '0');
+        }
+    }
+    let (negative, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if body == "Infinity" {
+        return !negative;
+    }
+    // StrUnsignedDecimalLiteral: digits, an optional fraction, at least one
+    // digit in all, then an optional exponent.
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    if !digits(int) || !digits(frac) || int.len() + frac.len() == 0 || !exponent_ok {
+        return false;
+    }
+    !negative && body.parse::<f64>().is_ok_and(|n| n > 0.0)
+}
+
 /// `canonicalHeader` (derive.md §4.1): `config` as is, `adapterDefaults`
-/// only when a marker is `true`, `system` and `tools` only when non-empty.
+/// only when a marker is `true`, `system` and `tools` only when their
+/// `length` is greater than zero.
 /// A header that is not an object has no canonical form (`None`).
 pub fn canonical_header(header: &Value) -> Option<Value> {
     let h = header.as_object()?;
@@ -33,18 +118,9 @@ pub fn canonical_header(header: &Value) -> Option<Value> {
             out.insert_str("adapterDefaults", ad.clone());
         }
     }
-    if let Some(system) = h.get("system") {
-        if truthy(system) {
-            out.insert_str("system", system.clone());
-        }
-    }
-    if let Some(tools) = h.get("tools") {
-        let non_empty = match tools {
-            Value::Array(a) => !a.is_empty(),
-            other => truthy(other),
-        };
-        if non_empty {
-            out.insert_str("tools", tools.clone());
+    for key in ["system", "tools"] {
+        if let Some(v) = h.get(key).filter(|v| has_positive_length(v)) {
+            out.insert_str(key, v.clone());
         }
     }
     Some(Value::Object(out))

@@ -91,11 +91,7 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
     // them again: they depend on the event alone.
     if !event.is_checked(Checked::SHAPE) {
         if event.ty == REQUEST_HEADER {
-            // Decided on the text when it passes; otherwise a tree for the
-            // check only (not kept on the event), for the precise rule.
-            if !request_header_text_ok(event.data_text()) {
-                check_request_header(&event.parse_data(), index)?;
-            }
+            check_event_header(event, &subject).map_err(|e| e.at_index(index))?;
         } else if messages {
             check_event_message(event, &subject).map_err(|e| e.at_index(index))?;
         }
@@ -442,13 +438,21 @@ pub fn check_message(
     Ok(())
 }
 
+/// The seed header rules of a `request/header` event (other types pass):
+/// decided on the text when it passes; otherwise a tree for the check
+/// only (not kept on the event), for the precise rule. `subject` names
+/// the event in messages.
+pub fn check_event_header(event: &Event, subject: &dyn Fn() -> String) -> Result<()> {
+    if event.ty != REQUEST_HEADER || request_header_text_ok(event.data_text()) {
+        return Ok(());
+    }
+    check_request_header(&event.parse_data(), subject)
+}
+
 /// `assertCurrentLlmShape` for a seeded `request/header`.
-fn check_request_header(data: &Value, index: usize) -> Result<()> {
+fn check_request_header(data: &Value, subject: &dyn Fn() -> String) -> Result<()> {
     let fail = |rule: &'static str, what: &str| {
-        Err(
-            Error::rejected(rule, format!("seed request/header at index {index} {what}"))
-                .at_index(index),
-        )
+        Err(Error::rejected(rule, format!("{} {what}", subject())))
     };
     let header = data
         .as_object()

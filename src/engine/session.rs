@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::admission::Policy;
 use super::chunked::Chunked;
 use super::derive::DeriveCache;
 use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
@@ -59,6 +60,8 @@ pub struct Session {
     window: Option<Window>,
     /// Full chunks `[0, evicted)` of the log are evicted.
     evicted: usize,
+    /// The admission and vocabulary appends are checked under.
+    policy: Policy,
 }
 
 /// The first `len` events of a log as the surface's lookup, plus events of
@@ -145,7 +148,33 @@ impl Session {
             admitted: AtomicUsize::new(0),
             window: None,
             evicted: 0,
+            policy: Policy::reference(),
         }
+    }
+
+    /// Append under `policy` from now on (a new session appends under the
+    /// reference's admission until its store sets one; forks inherit it).
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = policy;
+    }
+
+    /// The admission and vocabulary appends are checked under.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The policy's checks of the inherited events (a seed given at
+    /// create), which the seed rules alone let through; errors name the
+    /// index.
+    pub fn check_seed_policy(&self) -> Result<()> {
+        let end = self.first_live_seq as usize;
+        for (i, e) in self.log.iter().take(end).enumerate() {
+            let subject = || format!("seed {} at index {i}", e.ty.to_string_lossy());
+            self.policy
+                .check(e, &subject)
+                .map_err(|err| err.at_index(i))?;
+        }
+        Ok(())
     }
 
     /// A session constructed from `seed` (lifecycle.md §3): every event is
@@ -285,16 +314,16 @@ impl Session {
         now: i64,
     ) -> Result<(Event, Plan)> {
         // check_input proves data and surface metadata lossless.
-        let (sources, op) = check_input(ty, &data, intent)?;
+        let (sources, op, ignorable) = check_input(ty, &data, intent)?;
         let (sources, op) = (sources.as_ref(), op.as_ref());
         let seq = self.log.len() as u64;
         let ty = super::vocabulary::event_type_str(ty);
         let event = match data {
             Data::Canonical(text) => {
-                Event::with_canonical_data(ty, seq, now, text, (sources, op), false)
+                Event::with_canonical_data(ty, seq, now, text, (sources, op), ignorable)
             }
             Data::Value(v, _) => {
-                Event::with_canonical_data(ty, seq, now, &v.to_json(), (sources, op), false)
+                Event::with_canonical_data(ty, seq, now, &v.to_json(), (sources, op), ignorable)
             }
         };
         // Planned with the metadata values at hand (not read back).
@@ -311,6 +340,8 @@ impl Session {
             ..LogLookup::all(&self.log)
         };
         let plan = self.surface.plan(&c, seq, self.markers, &lookup)?;
+        let subject = || format!("appended {} at seq {seq}", event.ty.to_string_lossy());
+        self.policy.check(&event, &subject)?;
         Ok((event, plan))
     }
 

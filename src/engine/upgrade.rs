@@ -9,7 +9,7 @@ use super::event::{
     USER_MESSAGE,
 };
 use super::vocabulary::is_known;
-use super::Event;
+use super::{Event, Vocabulary};
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Object, Value};
 
@@ -67,27 +67,60 @@ pub fn refuse_retired(id: &str, events: &[Value]) -> Result<()> {
     Ok(())
 }
 
-/// Whether [`check_known_types`] lets `e` pass.
+/// Whether `e` passes [`check_known_types`] under the known vocabulary
+/// alone (a cheap first look; a store's declared types are checked after).
 pub fn has_known_type(e: &Event) -> bool {
     e.ignorable || is_known(e.ty.as_str().unwrap_or(""))
 }
 
-/// `load.unknown-type`: a type outside the known vocabulary without `ignorable: true`.
-pub fn check_known_types<'a>(id: &str, events: impl IntoIterator<Item = &'a Event>) -> Result<()> {
-    for e in events {
-        if !has_known_type(e) {
-            return Err(Error::new(
-                Status::SchemaMismatch,
-                "load.unknown-type",
-                format!(
-                    "session \"{id}\" contains event type \"{}\" (seq {}) unknown to this build and not ignorable; refusing to interpret",
-                    e.ty.to_string_lossy(),
-                    e.seq
-                ),
-            ));
-        }
+/// The `load.unknown-type` refusal of type `ty` at `seq`.
+pub fn unknown_type(id: &str, ty: &str, seq: &str) -> Error {
+    Error::new(
+        Status::SchemaMismatch,
+        "load.unknown-type",
+        format!(
+            "session \"{id}\" contains event type \"{ty}\" (seq {seq}) unknown to this build and not ignorable; refusing to interpret (declare it in the store's \"eventTypes\" to open the session)"
+        ),
+    )
+}
+
+/// `load.unknown-type`: a type outside `vocab` without `ignorable: true`.
+pub fn check_known_types<'a>(
+    id: &str,
+    events: impl IntoIterator<Item = &'a Event>,
+    vocab: &Vocabulary,
+) -> Result<()> {
+    match events.into_iter().find(|e| !vocab.admits_type(e)) {
+        Some(e) => Err(unknown_type(
+            id,
+            &e.ty.to_string_lossy(),
+            &e.seq.to_string(),
+        )),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// [`check_known_types`] of stored values, before their envelopes are
+/// checked (the reference's order): an event whose `type` is a string
+/// outside `vocab` and whose `ignorable` is not exactly `true` refuses the
+/// whole log, whatever else is wrong with it.
+pub fn check_known_values(id: &str, events: &[Value], vocab: &Vocabulary) -> Result<()> {
+    match unknown_values(events, vocab).next() {
+        Some((ty, seq)) => Err(unknown_type(id, ty, &seq)),
+        None => Ok(()),
+    }
+}
+
+/// `(type, seq)` of every stored value [`check_known_values`] refuses.
+pub fn unknown_values<'a>(
+    events: &'a [Value],
+    vocab: &'a Vocabulary,
+) -> impl Iterator<Item = (&'a str, String)> + 'a {
+    events.iter().filter_map(|e| {
+        let ty = ty_of(e)?;
+        let ignorable = obj(e, "ignorable") == Some(&Value::Bool(true));
+        (!ignorable && !vocab.knows(ty)).then(|| (ty, seq_text(e)))
+    })
 }
 
 fn is_safe_int_at_least(v: Option<&Value>, min: i64) -> bool {

@@ -70,6 +70,15 @@ vocabulary![
     "web/deepseek-search-llm-request",
 ];
 
+/// Retired types (events.md §6.2): refused (`request/header-delta`,
+/// `mode/set`) or rewritten (`steering/message`) by a load.
+pub const RETIRED_EVENT_TYPES: [&str; 3] = ["mode/set", "request/header-delta", "steering/message"];
+
+/// True when `ty` is a retired type.
+pub fn is_retired(ty: &str) -> bool {
+    RETIRED_EVENT_TYPES.contains(&ty)
+}
+
 /// True when `ty` is in the default known vocabulary.
 pub fn is_known(ty: &str) -> bool {
     known(ty).is_some()

@@ -279,8 +279,10 @@ pub unsafe extern "C" fn dsh_session_flush(
     })
 }
 
-/// `{"id","header","length","firstLiveSeq","replaceGeneration","openTurn"}`
-/// (`openTurn` is the open turn number or null).
+/// `{"id","header","length","firstLiveSeq","replaceGeneration","openTurn",
+/// "admission","eventTypes"}` (`openTurn` is the open turn number or null;
+/// `admission` is `"strict"` or `"reference"`; `eventTypes` the store's
+/// declared host types).
 ///
 /// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
 ///
@@ -293,14 +295,18 @@ pub unsafe extern "C" fn dsh_session_info(
 ) -> dsh_status {
     guard(out, || {
         handles::session(session)?.with(|s| {
+            let policy = s.policy();
+            let types = policy.vocabulary.declared().map(Value::str).collect();
             Ok(format!(
-                "{{\"id\":{},\"header\":{},\"length\":{},\"firstLiveSeq\":{},\"replaceGeneration\":{},\"openTurn\":{}}}",
+                "{{\"id\":{},\"header\":{},\"length\":{},\"firstLiveSeq\":{},\"replaceGeneration\":{},\"openTurn\":{},\"admission\":\"{}\",\"eventTypes\":{}}}",
                 Value::str(s.id()).to_json(),
                 s.header().to_json(),
                 s.events().len(),
                 s.first_live_seq(),
                 s.surface().generation(),
                 s.open_turn()?.map_or_else(|| "null".to_string(), |t| t.to_json()),
+                policy.admission.as_str(),
+                Value::Array(types).to_json(),
             ))
         })
     })

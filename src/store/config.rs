@@ -1,13 +1,14 @@
 //! Parsing of the JSON configuration and option objects given at the ABI.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::backend::Backend;
 use super::jsonl::{Compression, JsonlBackend};
 use super::memory::MemoryBackend;
 use super::sqlite::SqliteBackend;
 use crate::engine::session::parse_input;
-use crate::engine::Markers;
+use crate::engine::{Admission, Markers, Policy, Vocabulary};
 use crate::error::{Error, Result};
 use crate::json::{JsString, Object, Value};
 
@@ -37,6 +38,20 @@ pub struct StoreConfig {
     pub backend: BackendConfig,
     /// The write-behind window in milliseconds (0 = write in the append).
     pub batch_window_ms: u64,
+    /// How appends are admitted (`"admission"`, default strict).
+    pub admission: Admission,
+    /// The host's declared event types (`"eventTypes"`).
+    pub vocabulary: Vocabulary,
+}
+
+impl StoreConfig {
+    /// The admission and vocabulary of this store's sessions.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            admission: self.admission,
+            vocabulary: Arc::new(self.vocabulary.clone()),
+        }
+    }
 }
 
 /// How long SQLite waits for another connection's lock (persistence.md §7.1).
@@ -81,12 +96,21 @@ impl StoreConfig {
         let mut config = StoreConfig {
             backend: BackendConfig::Memory,
             batch_window_ms: DEFAULT_BATCH_WINDOW_MS,
+            admission: Admission::default(),
+            vocabulary: Vocabulary::default(),
         };
         let Some(o) = object_or_null(text, "store configuration")? else {
             return Ok(config);
         };
         for (k, _) in o.iter() {
-            let known = ["backend", "path", "compression", "batchWindowMs"];
+            let known = [
+                "backend",
+                "path",
+                "compression",
+                "batchWindowMs",
+                "admission",
+                "eventTypes",
+            ];
             if !known.iter().any(|n| k == *n) {
                 return Err(config_error(format!(
                     "unknown store configuration key \"{}\"",
@@ -103,6 +127,24 @@ impl StoreConfig {
                     ))
                 }
             }
+        }
+        if let Some(a) = o.get("admission") {
+            config.admission = a
+                .as_str()
+                .and_then(Admission::from_name)
+                .ok_or_else(|| config_error("admission must be \"strict\" or \"reference\""))?;
+        }
+        if let Some(types) = o.get("eventTypes") {
+            let names = types
+                .as_array()
+                .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
+                .ok_or_else(|| {
+                    Error::invalid_argument(
+                        "config.event-type",
+                        "eventTypes must be an array of event type names",
+                    )
+                })?;
+            config.vocabulary = Vocabulary::new(names)?;
         }
         let path = match o.get("path") {
             None => None,

@@ -24,12 +24,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use backend::{Backend, Listed, Loaded, Stored, Torn};
 pub use config::{BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig};
 use restore::{check_stored_header, fast_event};
-pub use restore::{restore, restore_taking, Restored};
+pub use restore::{restore, restore_lenient, restore_taking, Finding, Restored};
 pub use session::LiveSession;
 
 use crate::engine::seed::{self, SeedMode};
 use crate::engine::session::Restoring;
-use crate::engine::{upgrade, Event, Markers, Seed, Session};
+use crate::engine::{upgrade, Event, Markers, Policy, Seed, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
 use writer::{lock_backend, SharedBackend, Writer};
@@ -72,6 +72,7 @@ pub struct Store {
     backend: SharedBackend,
     writer: Writer,
     name: &'static str,
+    policy: Policy,
 }
 
 impl std::fmt::Debug for Store {
@@ -111,6 +112,7 @@ impl Store {
             writer: Writer::new(backend.clone(), window),
             backend,
             name,
+            policy: config.policy(),
         }))
     }
 
@@ -136,6 +138,11 @@ impl Store {
     /// The name of the backend.
     pub fn backend_name(&self) -> &'static str {
         self.name
+    }
+
+    /// The admission and vocabulary of this store's sessions.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     fn is_stored(&self, id: &str) -> Result<bool> {
@@ -191,7 +198,7 @@ impl Store {
             header.insert(k.clone(), v.clone());
         }
         let header = Value::Object(header);
-        let session = match opts.seed {
+        let mut session = match opts.seed {
             Some(seed) => Session::from_seed(
                 &id,
                 header,
@@ -202,6 +209,8 @@ impl Store {
             )?,
             None => Session::new(&id, header, opts.markers)?,
         };
+        session.set_policy(self.policy.clone());
+        session.check_seed_policy()?;
         self.register(session, false)
     }
 
@@ -227,7 +236,8 @@ impl Store {
 
     /// Make a new `session` live and queue its whole log (a seed, if any)
     /// for writing; an opened one (`stored`) is already on disk.
-    fn register(self: &Arc<Store>, session: Session, stored: bool) -> Result<Arc<LiveSession>> {
+    fn register(self: &Arc<Store>, mut session: Session, stored: bool) -> Result<Arc<LiveSession>> {
+        session.set_policy(self.policy.clone());
         let id = session.id().to_string();
         {
             let mut st = self.lock();
@@ -291,7 +301,7 @@ impl Store {
         let mut loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
-        let restored = restore_taking(id, &mut loaded)?;
+        let restored = restore_taking(id, &mut loaded, &self.policy.vocabulary)?;
         let mut session = restored.session;
         // Everything after the stored prefix (recovered torn events, closers,
         // the end-seed marker) is written before the handle is returned.
@@ -341,7 +351,7 @@ impl Store {
                 let e = fast_event(item).map_err(|_| {
                     Error::new(Status::Internal, "open.not-streamable", "an older format")
                 })?;
-                upgrade::check_known_types(id, std::iter::once(&*e))?;
+                upgrade::check_known_types(id, std::iter::once(&*e), &self.policy.vocabulary)?;
                 r.push(e)?;
             }
             r.evict_old();
@@ -377,17 +387,19 @@ impl Store {
     }
 
     /// Read a stored session without repairing it: the stored events plus
-    /// the closers repair would append (in memory only), and whether a torn
-    /// tail was found. Storage and revision stay untouched. An open session
-    /// is read as it is now (after a flush).
+    /// the closers repair would append (in memory only), whether a torn
+    /// tail was found, and the events a strict open refuses one by one (an
+    /// undeclared type, a malformed message or request header), read as
+    /// stored and named in `problems`. Storage and revision stay
+    /// untouched. An open session is read as it is now (after a flush).
     pub fn inspect(&self, id: &str) -> Result<String> {
         if self.lock().live.contains(id) {
             self.writer.flush(id)?;
         }
-        let mut loaded = lock_backend(&self.backend)
+        let loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
-        let restored = restore_taking(id, &mut loaded)?;
+        let (restored, findings) = restore_lenient(id, &loaded, &self.policy.vocabulary)?;
         // The stored events and the closers, without the end-seed marker the
         // constructor may have added.
         let events = restored
@@ -404,6 +416,16 @@ impl Store {
         out.push_str(&crate::engine::event::events_to_json(
             restored.closers.iter().map(|e| &**e),
         ));
+        let problems = findings.iter().map(|f| {
+            Value::obj([
+                ("seq", Value::num(f.seq as f64)),
+                ("rule", Value::str(f.error.cause.unwrap_or(f.error.rule))),
+                ("status", Value::str(f.error.status.name())),
+                ("message", Value::str(&f.error.message)),
+            ])
+        });
+        out.push_str(",\"problems\":");
+        out.push_str(&Value::Array(problems.collect()).to_json());
         out.push('}');
         Ok(out)
     }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::backend::{Loaded, Stored};
 use super::now_ms;
-use crate::engine::event::END_SEED;
+use crate::engine::event::{Checked, END_SEED};
 use crate::engine::seed::{self, SeedMode};
-use crate::engine::{repair, upgrade, Event, Markers, Seed, Session};
+use crate::engine::{repair, upgrade, Event, Markers, Seed, Session, Vocabulary};
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
 
@@ -29,15 +29,48 @@ pub struct Restored {
 }
 
 /// The cold read pipeline (persistence.md §4.1) over a backend's read.
-pub fn restore(id: &str, loaded: &Loaded) -> Result<Restored> {
-    restore_events(id, loaded, loaded.events.clone())
+/// Types outside `vocab` not marked `ignorable` refuse the log.
+pub fn restore(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Result<Restored> {
+    restore_events(id, loaded, loaded.events.clone(), vocab, None)
+}
+
+/// A rule a stored event breaks, passed over by [`restore_lenient`].
+#[derive(Debug)]
+pub struct Finding {
+    /// The event's seq.
+    pub seq: u64,
+    /// What a strict read reports for it.
+    pub error: Error,
+}
+
+/// [`restore`] for reading a log that a strict read refuses because of
+/// single events (an undeclared type, a message event breaking the
+/// `msg.*` rules, a `request/header` breaking the seed header rules):
+/// such events are kept as they are stored (an unknown type as an opaque
+/// log-only event) and reported with their seq. Everything else refuses
+/// as in [`restore`]. The session is for reading: never append to it.
+pub fn restore_lenient(
+    id: &str,
+    loaded: &Loaded,
+    vocab: &Vocabulary,
+) -> Result<(Restored, Vec<Finding>)> {
+    let mut findings = Vec::new();
+    let restored = restore_events(
+        id,
+        loaded,
+        loaded.events.clone(),
+        vocab,
+        Some(&mut findings),
+    )?;
+    findings.sort_by_key(|f| f.seq);
+    Ok((restored, findings))
 }
 
 /// [`restore`] that takes the events out of `loaded` instead of copying
 /// them (the open path: a session's whole log is not held twice).
-pub fn restore_taking(id: &str, loaded: &mut Loaded) -> Result<Restored> {
+pub fn restore_taking(id: &str, loaded: &mut Loaded, vocab: &Vocabulary) -> Result<Restored> {
     let events = std::mem::take(&mut loaded.events);
-    restore_events(id, loaded, events)
+    restore_events(id, loaded, events, vocab, None)
 }
 
 /// The stored events as engine events without value trees, when every one
@@ -191,7 +224,13 @@ pub(super) fn check_stored_header(id: &str, header: &Value) -> Result<()> {
     Ok(())
 }
 
-fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Restored> {
+fn restore_events(
+    id: &str,
+    loaded: &Loaded,
+    stored: Vec<Stored>,
+    vocab: &Vocabulary,
+    mut lenient: Option<&mut Vec<Finding>>,
+) -> Result<Restored> {
     let header = &loaded.header;
     check_stored_header(id, header)?;
     let wrap = |e: Error| {
@@ -206,6 +245,7 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
         }
     };
     let mut as_stored = true;
+    let mut vocab = std::borrow::Cow::Borrowed(vocab);
     let (events, known) = match fast_events(stored) {
         Ok(fast) => fast,
         Err(stored) => {
@@ -213,19 +253,58 @@ fn restore_events(id: &str, loaded: &Loaded, stored: Vec<Stored>) -> Result<Rest
             let stored: Vec<Value> = stored.into_iter().map(Stored::into_value).collect();
             upgrade::refuse_retired(id, &stored).map_err(wrap)?;
             let values = upgrade::upgrade(id, stored).map_err(wrap)?;
+            match lenient.as_deref_mut() {
+                None => upgrade::check_known_values(id, &values, &vocab)?,
+                Some(found) => {
+                    let unknown: Vec<(String, String)> = upgrade::unknown_values(&values, &vocab)
+                        .map(|(ty, seq)| (ty.to_string(), seq))
+                        .collect();
+                    for (ty, seq) in &unknown {
+                        let error = upgrade::unknown_type(id, ty, seq);
+                        found.push(Finding {
+                            seq: seq.parse().unwrap_or(0),
+                            error,
+                        });
+                    }
+                    vocab =
+                        std::borrow::Cow::Owned(vocab.with_opaque(unknown.iter().map(|u| &u.0)));
+                }
+            }
             let mut events = Vec::with_capacity(values.len());
             for (i, v) in values.into_iter().enumerate() {
                 let subject = || format!("session event at seq {i}");
                 let e = Event::from_envelope(v, "stored event")
                     .map_err(|e| wrap(e.prefixed(&format!("{}: ", subject()))))?;
-                seed::check_event_message(&e, &subject).map_err(wrap)?;
+                if let Err(err) = seed::check_event_message(&e, &subject) {
+                    let found = lenient.as_deref_mut().ok_or_else(|| wrap(err.clone()))?;
+                    found.push(Finding {
+                        seq: i as u64,
+                        error: wrap(err),
+                    });
+                    e.mark_checked(Checked::SHAPE);
+                }
                 events.push(Arc::new(e));
             }
             (events, false)
         }
     };
-    if !known {
-        upgrade::check_known_types(id, events.iter().map(|e| &**e))?;
+    if let Some(found) = lenient {
+        for e in &events {
+            if !vocab.admits_type(e) {
+                let error = upgrade::unknown_type(id, &e.ty.to_string_lossy(), &e.seq.to_string());
+                found.push(Finding { seq: e.seq, error });
+            }
+            let subject = || format!("session event at seq {}", e.seq);
+            if let Err(err) = seed::check_event_header(e, &subject) {
+                found.push(Finding {
+                    seq: e.seq,
+                    error: wrap(err),
+                });
+                e.mark_checked(Checked::SHAPE);
+            }
+        }
+    } else if !known {
+        upgrade::check_known_types(id, events.iter().map(|e| &**e), &vocab)?;
     }
     let closers: Vec<Arc<Event>> = repair::closers(events.iter().map(|e| &**e))
         .into_iter()

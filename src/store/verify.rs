@@ -22,7 +22,7 @@ use super::jsonl::encode_segment;
 use crate::engine::event::{Event, TURN_END, TURN_START};
 use crate::engine::seed::{self, SeedMode};
 use crate::engine::surface::{candidate_of, Markers, Surface, ValueLog};
-use crate::engine::upgrade;
+use crate::engine::{upgrade, Vocabulary};
 use crate::error::{Error, Status};
 use crate::json::{JsString, Value};
 
@@ -139,7 +139,12 @@ impl StoreReport {
 /// Verify every session of a store: those `list` returns, plus `extra`
 /// ids (e.g. [`jsonl_session_ids`], which also finds logs `list` skips
 /// silently because their header is unreadable).
-pub fn verify_store(backend: &mut dyn Backend, extra: &[String]) -> StoreReport {
+/// Types outside `vocab` are reported unless marked `ignorable`.
+pub fn verify_store(
+    backend: &mut dyn Backend,
+    extra: &[String],
+    vocab: &Vocabulary,
+) -> StoreReport {
     let mut report = StoreReport::default();
     let mut ids: Vec<String> = Vec::new();
     match backend.list() {
@@ -154,7 +159,7 @@ pub fn verify_store(backend: &mut dyn Backend, extra: &[String]) -> StoreReport 
         }
     }
     for (i, id) in ids.iter().enumerate() {
-        let session = verify_session(backend, id);
+        let session = verify_session(backend, id, vocab);
         // A directory name that does not lead back to a log (an id the
         // walk could not decode exactly) is not a finding.
         let lost = i >= listed && session.problems.iter().any(|p| p.rule == "load.not-found");
@@ -166,7 +171,7 @@ pub fn verify_store(backend: &mut dyn Backend, extra: &[String]) -> StoreReport 
 }
 
 /// Verify one stored session (read-only).
-pub fn verify_session(backend: &mut dyn Backend, id: &str) -> SessionReport {
+pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -> SessionReport {
     let mut report = SessionReport {
         id: id.to_string(),
         events: None,
@@ -196,8 +201,8 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str) -> SessionReport {
     if let Some(p) = torn_problem(id, backend.name(), &loaded) {
         report.problems.push(p);
     }
-    report.problems.extend(check_events(id, &loaded));
-    match super::restore(id, &loaded) {
+    report.problems.extend(check_events(id, &loaded, vocab));
+    match super::restore(id, &loaded, vocab) {
         Err(e) => {
             let rule = e.cause.unwrap_or(e.rule);
             if !report.problems.iter().any(|p| p.inner_rule() == rule) {
@@ -297,7 +302,7 @@ fn dedupe(problems: &mut Vec<Problem>) {
 /// The restore rules, event by event, collecting every failure: header,
 /// retired vocabulary, legacy upgrade, envelope, message shape, known
 /// types, seed admission and surface admission.
-fn check_events(id: &str, loaded: &Loaded) -> Vec<Problem> {
+fn check_events(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut found = |e: Error, seq: Option<u64>| out.push(Problem::from_error(Some(id), &e, seq));
     // Header rules: the pipeline on the header alone.
@@ -307,7 +312,7 @@ fn check_events(id: &str, loaded: &Loaded) -> Vec<Problem> {
         torn: None,
         revision: loaded.revision.clone(),
     };
-    if let Err(e) = super::restore(id, &header_only) {
+    if let Err(e) = super::restore(id, &header_only, vocab) {
         found(e, None);
     }
     let values = upgraded(id, &loaded.values(), &mut found);
@@ -321,7 +326,8 @@ fn check_events(id: &str, loaded: &Loaded) -> Vec<Problem> {
                 if let Err(e) = seed::check_event_message(&event, &|| what.clone()) {
                     found(e, seq);
                 }
-                if let Err(e) = upgrade::check_known_types(id, std::slice::from_ref(&event)) {
+                if let Err(e) = upgrade::check_known_types(id, std::slice::from_ref(&event), vocab)
+                {
                     found(e, seq);
                 }
                 if let Err(e) = seed::admit_event(&event, i, SeedMode::Restore) {

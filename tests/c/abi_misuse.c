@@ -124,7 +124,8 @@ static NOINLINE int expect(const char *name, dsh_status got, dsh_buf *out, dsh_s
 static NOINLINE dsh_store *open_store(void) {
   dsh_store *st = NULL;
   dsh_buf b = DSH_BUF_INIT;
-  expect("store_open(NULL config)", dsh_store_open(NULL, &st, &b), &b, DSH_OK, NULL);
+  /* The host type the program appends is declared, as a host would. */
+  expect("store_open(eventTypes)", dsh_store_open("{\"eventTypes\":[\"plugin/x\"]}", &st, &b), &b, DSH_OK, NULL);
   return st;
 }
 
@@ -225,7 +226,11 @@ static NOINLINE void test_null_store(void) {
   EXPECT2("set_observer(user_data=NULL)", DSH_OK, NULL, dsh_store_set_observer(st, observer, NULL, OUT));
   dsh_session *s = create(st, NULL);
   if (s != NULL) {
-    EXPECT2("observer sees appends", DSH_OK, NULL, dsh_session_append(s, "plugin/x", "{}", NULL, OUT));
+    /* A store without eventTypes refuses an undeclared type (strict admission). */
+    EXPECT2("undeclared type refused", DSH_E_REJECTED, "admit.unknown-type",
+            dsh_session_append(s, "plugin/x", "{}", NULL, OUT));
+    EXPECT2("observer sees appends", DSH_OK, NULL,
+            dsh_session_append(s, "plugin/x", "{}", "{\"ignorable\":true}", OUT));
     pthread_mutex_lock(&notices_lock);
     check(notices >= 2, "observer was called", "notices=%d", notices);
     pthread_mutex_unlock(&notices_lock);

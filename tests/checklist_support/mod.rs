@@ -96,10 +96,13 @@ pub struct Store {
 }
 
 impl Store {
+    /// A memory store under the reference's admission: the checklist
+    /// states the reference's behaviour, permissive appends included.
     pub fn open() -> Store {
         let mut raw = ptr::null_mut();
-        // SAFETY: valid out-pointers.
-        let (st, text) = call(|out| unsafe { dsh_store_open(ptr::null(), &mut raw, out) });
+        let config = cstr(r#"{"admission":"reference"}"#);
+        // SAFETY: valid string and out-pointers.
+        let (st, text) = call(|out| unsafe { dsh_store_open(config.as_ptr(), &mut raw, out) });
         assert_eq!(st, DSH_OK, "store open: {text}");
         Store { raw }
     }

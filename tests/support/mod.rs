@@ -23,6 +23,34 @@ fn opt(s: &Option<CString>) -> *const c_char {
     s.as_ref().map_or(ptr::null(), |c| c.as_ptr())
 }
 
+/// The host event types the integration tests append, declared so a
+/// default (strict) store accepts them and every later open reads them.
+pub const TEST_EVENT_TYPES: [&str; 6] = [
+    "plugin/a",
+    "plugin/b",
+    "plugin/note",
+    "plugin/noise",
+    "plugin/x",
+    "plugin/reentrant",
+];
+
+/// `config` (a store configuration object, or `null`) with
+/// [`TEST_EVENT_TYPES`] declared as its `eventTypes`.
+pub fn declaring(config: &str) -> String {
+    let types: Vec<String> = TEST_EVENT_TYPES
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect();
+    let member = format!("\"eventTypes\":[{}]", types.join(","));
+    match config.trim() {
+        "null" | "{}" => format!("{{{member}}}"),
+        c => format!(
+            "{{{member},{}",
+            c.trim_start().strip_prefix('{').expect("a config object")
+        ),
+    }
+}
+
 pub fn parse(text: &str) -> Value {
     json::parse(text).expect("library output is JSON")
 }
