@@ -189,18 +189,31 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
         seed::check_event_message(e, subject)?;
     }
     seed::check_event_header(e, subject)?;
-    if (e.ty == TURN_START || e.ty == TURN_END) && !upgrade::is_current_turn(e) {
+    let turn = e.ty == TURN_START || e.ty == TURN_END;
+    if turn && (!upgrade::is_current_turn(e) || !numbers_its_turn(e)) {
         return Err(Error::rejected(
             "admit.turn-shape",
             format!(
-                "{} has data in a legacy or malformed shape that a later load would rewrite or \
-                 refuse (turn/start: no \"trigger\"; turn/end: exactly {{turn, reason}} with \
-                 turn >= 1 and a current reason)",
+                "{} has data a later load would rewrite or refuse, or that leaves its turn \
+                 without a number to close it by (turn/start: {{turn}} with turn >= 1 and no \
+                 \"trigger\"; turn/end: exactly {{turn, reason}} with turn >= 1 and a current \
+                 reason)",
                 subject()
             ),
         ));
     }
     Ok(())
+}
+
+/// Whether a turn event's data is an object whose `turn` is a safe
+/// integer of at least 1: crash repair closes an open turn by its number,
+/// and a turn it cannot close makes every later fork at the end refuse.
+fn numbers_its_turn(e: &Event) -> bool {
+    e.parse_data()
+        .as_object()
+        .and_then(|d| d.get("turn"))
+        .and_then(|t| t.as_safe_i64())
+        .is_some_and(|t| t >= 1)
 }
 
 /// An append intent's `ignorable: true` is for types readers may not know:

@@ -222,3 +222,67 @@ pub fn token_usage<'a>(log: impl IntoIterator<Item = &'a Event>) -> [f64; 4] {
     }
     totals
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse;
+
+    /// Which of `system` / `tools` the canonical header keeps for `value`.
+    fn kept(value: &str) -> bool {
+        let h = parse(&format!(
+            r#"{{"config":{{}},"system":{value},"tools":{value}}}"#
+        ))
+        .unwrap();
+        let c = canonical_header(&h).unwrap();
+        let o = c.as_object().unwrap();
+        assert_eq!(o.contains_key("system"), o.contains_key("tools"), "{value}");
+        o.contains_key("system")
+    }
+
+    #[test]
+    fn system_and_tools_are_kept_only_when_their_length_is_above_zero() {
+        for v in [
+            r#""s""#,
+            r#"[0]"#,
+            r#"[[]]"#,
+            r#"{"length":1}"#,
+            r#"{"length":"2"}"#,
+            r#"{"length":" 0x1 "}"#,
+            r#"{"length":true}"#,
+            r#"{"length":[3]}"#,
+            r#"{"length":"Infinity"}"#,
+            r#"{"length":"1e-3"}"#,
+            r#"{"length":".5"}"#,
+        ] {
+            assert!(kept(v), "{v} is kept");
+        }
+        for v in [
+            r#""""#,
+            "[]",
+            "{}",
+            "0",
+            "1",
+            "true",
+            "false",
+            "null",
+            r#"{"length":0}"#,
+            r#"{"length":-1}"#,
+            r#"{"length":"abc"}"#,
+            r#"{"length":""}"#,
+            r#"{"length":"-Infinity"}"#,
+            r#"{"length":"0x"}"#,
+            r#"{"length":"-0x1"}"#,
+            r#"{"length":"1e"}"#,
+            r#"{"length":"."}"#,
+            r#"{"length":"infinity"}"#,
+            r#"{"length":null}"#,
+            r#"{"length":false}"#,
+            r#"{"length":[1,2]}"#,
+            r#"{"length":[]}"#,
+            r#"{"length":{}}"#,
+        ] {
+            assert!(!kept(v), "{v} is dropped");
+        }
+    }
+}
