@@ -1,7 +1,7 @@
 /*
  * dsh_session.h: the C ABI of dsh-session, a native DeepSeek Harness session engine.
  *
- * Conventions (see docs/c-api-guide.md):
+ * Conventions (see docs/c-api.md):
  *  - every fallible function returns a dsh_status and takes `dsh_buf *out` last;
  *    on DSH_OK `out` holds the result as UTF-8 JSON, otherwise the error object
  *    {"status","code","rule","message","index"?}. `out` may be NULL.
@@ -487,10 +487,13 @@ dsh_status dsh_store_list(struct dsh_store *store, struct dsh_buf *out);
 
 /**
  * Read a stored session without changing anything: `out` =
- * `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...]}`
+ * `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...],"problems":[...]}`
  * where `events` is the stored log followed by the closers crash repair
- * would append (computed in memory only), `repair` those closers alone, and
- * `torn` whether a torn tail would be cut. Unlike `dsh_session_open` this
+ * would append (computed in memory only), `repair` those closers alone,
+ * `torn` whether a torn tail would be cut, and `problems` the events a
+ * `dsh_session_open` refuses one by one (a type the store does not
+ * declare, a message or request header of a malformed shape), each as
+ * `{"seq","rule","status","message"}`: they are read as stored. Unlike `dsh_session_open` this
  * never writes, never appends `session/end-seed`, and works while the
  * session is open elsewhere in this store (its pending writes are flushed
  * first).

@@ -137,6 +137,15 @@ fn malformed_messages_and_legacy_shapes_are_refused_with_their_rules() {
         let (st, text) = r.append(ty, data, intent);
         assert_eq!(st, DSH_OK, "{ty}: {text}");
     }
+    // ... and, as the reference, it ignores an intent's `ignorable`.
+    for intent in [r#"{"ignorable":true}"#, r#"{"ignorable":"yes"}"#] {
+        let e = r.append_ok("turn/start", r#"{"turn":1}"#, Some(intent));
+        assert!(
+            e.as_object().unwrap().get("ignorable").is_none(),
+            "{}",
+            e.to_json()
+        );
+    }
 }
 
 #[test]
@@ -276,10 +285,17 @@ fn a_log_written_before_strict_admission_is_read_by_inspect_and_opened_once_decl
         let members = &config[1..config.len() - 1];
         drop(pre_strict_log(members));
         let store = Store::open(&config).unwrap();
+        // The reference's order: the message rules (seq 2) come before the
+        // vocabulary (seq 1).
         let (st, text) = store.open_session("old").err().unwrap();
         assert_eq!(
             (st, rule(&text).as_str()),
-            (DSH_E_SCHEMA_MISMATCH, "load.unknown-type")
+            (DSH_E_CORRUPT, "load.validation"),
+            "{text}"
+        );
+        assert!(
+            text.contains("msg.content") || text.contains("invalid content"),
+            "{text}"
         );
         let id = c("old");
         // SAFETY: live handle, valid string.

@@ -103,13 +103,14 @@ pub(super) fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool
 }
 
 /// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
-/// vocabulary, then the intent's surface metadata and its `ignorable`
-/// marker. Returns `(sourceEventSeqs, surfaceOp, ignorable)`.
+/// vocabulary, then the intent's surface metadata. Returns
+/// `(sourceEventSeqs, surfaceOp, ignorable)`, the last being the intent's
+/// `ignorable` member as given (the admission decides what it means).
 pub(super) fn check_input(
     ty: &str,
     data: &Data<'_>,
     intent: Intent<'_>,
-) -> Result<(Option<Value>, Option<Value>, bool)> {
+) -> Result<(Option<Value>, Option<Value>, Option<Value>)> {
     if let Data::Value(v, false) = data {
         if !v.is_lossless() {
             return Err(Error::invalid_json(
@@ -162,19 +163,6 @@ pub(super) fn check_input(
             format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
         ));
     }
-    let ignorable = match ignorable {
-        None | Some(Value::Bool(false)) => false,
-        Some(Value::Bool(true)) => {
-            super::admission::check_ignorable(ty)?;
-            true
-        }
-        Some(_) => {
-            return Err(Error::invalid_argument(
-                "arg.ignorable",
-                "the intent's \"ignorable\" must be a boolean",
-            ))
-        }
-    };
     Ok((sources, op, ignorable))
 }
 
@@ -188,4 +176,20 @@ pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<
         intent.map_or(Intent::None, Intent::Text),
     )
     .map(|_| ())
+}
+
+/// The intent's `ignorable` member under strict admission: a boolean, and
+/// `true` only on a type outside the core vocabulary.
+pub(super) fn ignorable_marker(ty: &str, ignorable: Option<Value>) -> Result<bool> {
+    match ignorable {
+        None | Some(Value::Bool(false)) => Ok(false),
+        Some(Value::Bool(true)) => {
+            super::admission::check_ignorable(ty)?;
+            Ok(true)
+        }
+        Some(_) => Err(Error::invalid_argument(
+            "arg.ignorable",
+            "the intent's \"ignorable\" must be a boolean",
+        )),
+    }
 }

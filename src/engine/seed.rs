@@ -145,6 +145,26 @@ pub fn check_event_message(event: &Event, subject: &dyn Fn() -> String) -> Resul
     check_message(message, kind, subject)
 }
 
+/// [`check_event_message`] of a stored event that is still a value, before
+/// its envelope is checked (the reference adopts events before it checks
+/// their vocabulary and their envelopes): events that are not message
+/// events, or whose `type` is not a string, pass.
+pub fn check_value_message(v: &Value, subject: &dyn Fn() -> String) -> Result<()> {
+    let o = v.as_object();
+    let kind = match o.and_then(|o| o.get("type")).and_then(Value::as_str) {
+        Some(USER_MESSAGE) => MessageKind::User,
+        Some(ASSISTANT_MESSAGE) => MessageKind::Assistant,
+        Some(TOOL_RESULT) => MessageKind::ToolResult,
+        _ => return Ok(()),
+    };
+    let data = o.and_then(|o| o.get("data"));
+    let message = match kind {
+        MessageKind::User => data,
+        _ => data.and_then(message_of),
+    };
+    check_message(message, kind, subject)
+}
+
 /// Whether [`check_message`] passes, decided on canonical text (`None`
 /// means it may not: the caller runs the tree check).
 fn message_text_ok(data: &str, kind: MessageKind) -> bool {

@@ -4,12 +4,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::admission::Policy;
+use super::admission::{Admission, Policy};
 use super::chunked::Chunked;
 use super::derive::DeriveCache;
 use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
 pub use super::input::{check_append_input, parse_input, DataText};
-use super::input::{check_input, Data, Intent};
+use super::input::{check_input, ignorable_marker, Data, Intent};
 use super::request::RequestFolds;
 use super::seed::{self, SeedMode};
 use super::surface::{Candidate, CandidateData, EventLookup, Markers, Plan, Surface};
@@ -315,6 +315,11 @@ impl Session {
     ) -> Result<(Event, Plan)> {
         // check_input proves data and surface metadata lossless.
         let (sources, op, ignorable) = check_input(ty, &data, intent)?;
+        // The reference ignores intent keys it does not know.
+        let ignorable = match self.policy.admission {
+            Admission::Strict => ignorable_marker(ty, ignorable)?,
+            Admission::Reference => false,
+        };
         let (sources, op) = (sources.as_ref(), op.as_ref());
         let seq = self.log.len() as u64;
         let ty = super::vocabulary::event_type_str(ty);

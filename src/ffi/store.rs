@@ -58,10 +58,13 @@ pub unsafe extern "C" fn dsh_store_list(store: *mut dsh_store, out: *mut dsh_buf
 }
 
 /// Read a stored session without changing anything: `out` =
-/// `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...]}`
+/// `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...],"problems":[...]}`
 /// where `events` is the stored log followed by the closers crash repair
-/// would append (computed in memory only), `repair` those closers alone, and
-/// `torn` whether a torn tail would be cut. Unlike `dsh_session_open` this
+/// would append (computed in memory only), `repair` those closers alone,
+/// `torn` whether a torn tail would be cut, and `problems` the events a
+/// `dsh_session_open` refuses one by one (a type the store does not
+/// declare, a message or request header of a malformed shape), each as
+/// `{"seq","rule","status","message"}`: they are read as stored. Unlike `dsh_session_open` this
 /// never writes, never appends `session/end-seed`, and works while the
 /// session is open elsewhere in this store (its pending writes are flushed
 /// first).
