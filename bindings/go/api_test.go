@@ -95,6 +95,8 @@ func TestIntentEncoding(t *testing.T) {
 		{Append().From(4, 5), `{"surfaceOp":"append","sourceEventSeqs":[4,5]}`},
 		{Replace(1, 8).From(1, 6, 8), `{"surfaceOp":{"op":"replace","start":1,"end":8},"sourceEventSeqs":[1,6,8]}`},
 		{Intent{Sources: []uint64{2}}, `{"sourceEventSeqs":[2]}`},
+		{IgnorableEvent(), `{"ignorable":true}`},
+		{Intent{Op: Append(), Ignorable: true}, `{"surfaceOp":"append","ignorable":true}`},
 	} {
 		if got := string(intentJSON(c.in)); got != c.want {
 			t.Errorf("intentJSON(%#v) = %s, want %s", c.in, got, c.want)
@@ -153,6 +155,7 @@ func TestConfigJSON(t *testing.T) {
 		{Config{Backend: SQLite, Path: "/d/x.db"}, `{"backend":"sqlite","path":"/d/x.db"}`},
 		{Config{Backend: JSONL, Path: "/d", Compression: "none", BatchWindow: WriteThrough}, `{"backend":"jsonl","path":"/d","compression":"none","batchWindowMs":0}`},
 		{Config{BatchWindow: 1500 * time.Microsecond}, `{"batchWindowMs":2}`},
+		{Config{Admission: Reference, EventTypes: []string{"myapp/note"}}, `{"admission":"reference","eventTypes":["myapp/note"]}`},
 	} {
 		if got, _ := c.cfg.json(); string(got) != c.want {
 			t.Errorf("%+v: %s, want %s", c.cfg, got, c.want)
@@ -167,7 +170,7 @@ func TestConfigJSON(t *testing.T) {
 }
 
 func TestPureFunctions(t *testing.T) {
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	s := mustCreate(t, st, CreateOptions{})
 	u, a := turn(t, s, 1)
 	mustAppend(t, s, "user/message", userMsg("sum", "s"), Replace(u, a).From(u, a))

@@ -18,6 +18,20 @@ const (
 	JSONL Backend = "jsonl"
 )
 
+// Admission says how a store admits appends (Config.Admission).
+type Admission string
+
+// The admissions.
+const (
+	// Strict (the default) refuses at append whatever a later open would
+	// refuse: an undeclared event type, a malformed message, ... (the rule
+	// ids are admit.*, msg.*, seed.header-*).
+	Strict Admission = "strict"
+	// Reference is the reference engine's permissive append, byte for byte,
+	// for hosts that share logs with it.
+	Reference Admission = "reference"
+)
+
 // WriteThrough, as Config.BatchWindow, writes each append to storage before
 // it returns (batchWindowMs 0).
 const WriteThrough time.Duration = -1
@@ -38,6 +52,12 @@ type Config struct {
 	// writes inside each append. Positive values are rounded up to whole
 	// milliseconds.
 	BatchWindow time.Duration
+	// Admission is Strict ("" means Strict) or Reference.
+	Admission Admission
+	// EventTypes declares the host's own event types ("myapp/note"): log-only
+	// events that append accepts and every open reads. Names follow the core
+	// types' grammar; core types cannot be declared.
+	EventTypes []string
 }
 
 func (c Config) json() ([]byte, error) {
@@ -50,11 +70,13 @@ func (c Config) json() ([]byte, error) {
 		ms = &v
 	}
 	return json.Marshal(struct {
-		Backend     Backend `json:"backend,omitempty"`
-		Path        string  `json:"path,omitempty"`
-		Compression string  `json:"compression,omitempty"`
-		BatchWindow *int64  `json:"batchWindowMs,omitempty"`
-	}{c.Backend, c.Path, c.Compression, ms})
+		Backend     Backend   `json:"backend,omitempty"`
+		Path        string    `json:"path,omitempty"`
+		Compression string    `json:"compression,omitempty"`
+		BatchWindow *int64    `json:"batchWindowMs,omitempty"`
+		Admission   Admission `json:"admission,omitempty"`
+		EventTypes  []string  `json:"eventTypes,omitempty"`
+	}{c.Backend, c.Path, c.Compression, ms, c.Admission, c.EventTypes})
 }
 
 // CreateOptions configures Store.Create. The zero value creates an empty

@@ -27,7 +27,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // Sessions dropped without Close are closed by their finalizer: on a
 // memory store a closed session can be opened again, which proves it.
 func TestGCFinalizersCloseLeakedSessions(t *testing.T) {
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	const n = 300
 	for i := 0; i < n; i++ {
 		s, err := st.Create(CreateOptions{ID: fmt.Sprintf("leak-%d", i)})
@@ -85,7 +85,7 @@ func mustReopen(t *testing.T, st *Store, id string) *Session {
 func TestGCLeakedStoresAndClosedHandles(t *testing.T) {
 	dir := t.TempDir()
 	for round := 0; round < 4; round++ {
-		st, err := OpenStore(Config{Backend: SQLite, Path: filepath.Join(dir, fmt.Sprintf("r%d.db", round))})
+		st, err := OpenStore(Config{EventTypes: testTypes, Backend: SQLite, Path: filepath.Join(dir, fmt.Sprintf("r%d.db", round))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestGCLeakedStoresAndClosedHandles(t *testing.T) {
 	}
 	// The finalizer of a leaked store released its lock on the file.
 	waitUntil(t, "a leaked store to release its database", func() bool {
-		st, err := OpenStore(Config{Backend: SQLite, Path: filepath.Join(dir, "r1.db")})
+		st, err := OpenStore(Config{EventTypes: testTypes, Backend: SQLite, Path: filepath.Join(dir, "r1.db")})
 		if err == nil {
 			_ = st.Close()
 		}
@@ -181,7 +181,7 @@ func TestConcurrentAppends(t *testing.T) {
 // Close racing with calls on other goroutines: each call either completes
 // or reports ErrClosed; the handle is freed once, after the calls in flight.
 func TestConcurrentClose(t *testing.T) {
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	for round := 0; round < 20; round++ {
 		s, err := st.Create(CreateOptions{})
 		if err != nil {

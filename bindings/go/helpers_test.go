@@ -14,13 +14,17 @@ type backend struct {
 	open func(t *testing.T) (*Store, func() *Store) // the store, and a reopen after closing it
 }
 
+// testTypes are the host event types the tests append, declared as a host
+// declares its own (a Strict store refuses undeclared types).
+var testTypes = []string{"test/note", "test/echo", "test/boom"}
+
 var backends = []backend{
 	{"memory", func(t *testing.T) (*Store, func() *Store) {
-		st := mustOpenStore(t, Config{})
+		st := mustOpenStore(t, Config{EventTypes: testTypes})
 		return st, nil // a memory store cannot be reopened
 	}},
 	{"sqlite", func(t *testing.T) (*Store, func() *Store) {
-		cfg := Config{Backend: SQLite, Path: filepath.Join(t.TempDir(), "sessions.db")}
+		cfg := Config{EventTypes: testTypes, Backend: SQLite, Path: filepath.Join(t.TempDir(), "sessions.db")}
 		return mustOpenStore(t, cfg), func() *Store { return mustOpenStore(t, cfg) }
 	}},
 }

@@ -100,7 +100,16 @@ type Intent struct {
 	// Sources is sourceEventSeqs; nil omits the key, a non-nil empty slice
 	// sends [].
 	Sources []uint64
+	// Ignorable stores the event with the envelope's ignorable marker: every
+	// reader keeps it as an opaque log-only event, even one that does not
+	// know its type. Only for types outside the core vocabulary; ignored by
+	// a Reference-admission store, as the reference ignores it.
+	Ignorable bool
 }
+
+// IgnorableEvent is the intent of a log-only host event that readers which
+// do not know its type keep as opaque (Intent{Ignorable: true}).
+func IgnorableEvent() Intent { return Intent{Ignorable: true} }
 
 func (i Intent) surfaceIntent() Intent { return i }
 
@@ -118,7 +127,7 @@ func intentJSON(si SurfaceIntent) []byte {
 		return nil
 	}
 	i := si.surfaceIntent()
-	if i.Op.Kind == OpNone && i.Sources == nil {
+	if i.Op.Kind == OpNone && i.Sources == nil && !i.Ignorable {
 		return nil
 	}
 	b := []byte{'{'}
@@ -141,6 +150,12 @@ func intentJSON(si SurfaceIntent) []byte {
 			b = strconv.AppendUint(b, s, 10)
 		}
 		b = append(b, ']')
+	}
+	if i.Ignorable {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"ignorable":true`...)
 	}
 	return append(b, '}')
 }

@@ -268,7 +268,7 @@ func TestObserverReentrant(t *testing.T) {
 // SetObserver(nil) stops the notices, a new observer replaces the old one,
 // and SetObserver on a closed store fails with ErrClosed.
 func TestObserverRemoveAndReplace(t *testing.T) {
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	var first, second recorder
 	mustSetObserver(t, st, first.observe)
 	s := mustCreate(t, st, CreateOptions{ID: "x"})
@@ -303,7 +303,7 @@ func TestObserverRemoveAndReplace(t *testing.T) {
 // them until the last one is closed, and only then is its cgo.Handle
 // released.
 func TestObserverOutlivesStoreClose(t *testing.T) {
-	st, err := OpenStore(Config{})
+	st, err := OpenStore(Config{EventTypes: testTypes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestObserverPanicIsLogged(t *testing.T) {
 	var logged bytes.Buffer
 	log.SetOutput(&logged)
 	defer log.SetOutput(logWriter)
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	s := mustCreate(t, st, CreateOptions{ID: "p"})
 	calls := 0
 	mustSetObserver(t, st, func(n Notice) {
@@ -382,7 +382,7 @@ var logWriter = log.Writer()
 // Close racing with those nested reads: every notice arrives, nothing
 // deadlocks (a nested read fails with ErrClosed once Close has begun).
 func TestConcurrentObserverAndClose(t *testing.T) {
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	const sessions, each = 6, 30
 	var (
 		mu     sync.Mutex
@@ -469,7 +469,7 @@ func TestConcurrentObserverAndClose(t *testing.T) {
 // NoticeDisposed from the finalizer goroutine, after the store itself was
 // closed; the handle is released after the last one.
 func TestGCObserverOfLeakedSessions(t *testing.T) {
-	st, err := OpenStore(Config{})
+	st, err := OpenStore(Config{EventTypes: testTypes})
 	if err != nil {
 		t.Fatal(err)
 	}

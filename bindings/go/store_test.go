@@ -157,7 +157,7 @@ func TestFlushDurable(t *testing.T) {
 	if err != nil || len(in.Events) != 6 || len(in.Repair) != 0 {
 		t.Fatalf("Inspect = %+v, %v", in, err)
 	}
-	mem := mustOpenStore(t, Config{})
+	mem := mustOpenStore(t, Config{EventTypes: testTypes})
 	ms := mustCreate(t, mem, CreateOptions{})
 	if err := ms.Flush(); err != nil {
 		t.Fatalf("memory Flush: %v", err)
@@ -182,7 +182,7 @@ func TestStoreErrors(t *testing.T) {
 	s := mustCreate(t, jl, CreateOptions{ID: "j"})
 	turn(t, s, 1)
 
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	_, err = st.Open("missing")
 	wantErr(t, err, ErrNotFound, "load.not-found")
 	s1 := mustCreate(t, st, CreateOptions{ID: "open"})
@@ -198,7 +198,7 @@ func TestStoreErrors(t *testing.T) {
 }
 
 func TestNulAndUTF8Refused(t *testing.T) {
-	st := mustOpenStore(t, Config{})
+	st := mustOpenStore(t, Config{EventTypes: testTypes})
 	s := mustCreate(t, st, CreateOptions{})
 	_, err := s.Append("turn/\x00start", nil, nil)
 	wantErr(t, err, ErrInvalidArgument, "arg.nul")
@@ -220,7 +220,7 @@ func TestNulAndUTF8Refused(t *testing.T) {
 }
 
 func TestCloseIdempotent(t *testing.T) {
-	st, err := OpenStore(Config{})
+	st, err := OpenStore(Config{EventTypes: testTypes})
 	if err != nil {
 		t.Fatal(err)
 	}

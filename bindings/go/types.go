@@ -213,6 +213,10 @@ type Info struct {
 	// OpenTurn is the data.turn of the open turn/start (usually a number),
 	// nil when no turn is open.
 	OpenTurn json.RawMessage `json:"openTurn"`
+	// Admission is the store's admission ("strict" or "reference").
+	Admission Admission `json:"admission"`
+	// EventTypes are the host types the store declares.
+	EventTypes []string `json:"eventTypes"`
 	// Raw is the info object exactly as returned.
 	Raw json.RawMessage `json:"-"`
 }
@@ -237,8 +241,23 @@ type Inspection struct {
 	Events []Event `json:"events"`
 	// Repair is those closers alone.
 	Repair []Event `json:"repair"`
+	// Problems are the events an open refuses one by one (an undeclared
+	// type, a malformed message or request header), read as stored.
+	Problems []Problem `json:"problems"`
 	// Raw is the inspection object exactly as returned.
 	Raw json.RawMessage `json:"-"`
+}
+
+// Problem is one event of an inspected log that an open refuses.
+type Problem struct {
+	// Seq is the event's seq.
+	Seq uint64 `json:"seq"`
+	// Rule is the rule id (load.unknown-type, msg.content, ...).
+	Rule string `json:"rule"`
+	// Status is the status an open gives, e.g. "DSH_E_SCHEMA_MISMATCH".
+	Status string `json:"status"`
+	// Message says what is wrong.
+	Message string `json:"message"`
 }
 
 // nullToNil maps the JSON text null to nil.
