@@ -87,11 +87,20 @@ public struct Intent: Codable, Hashable, Sendable {
     public var surfaceOp: SurfaceOp?
     /// The events the new one was derived from.
     public var sourceEventSeqs: [Int]?
+    /// `true` stores the event with the envelope's `ignorable` marker: every
+    /// reader keeps it as an opaque log-only event, even one that does not
+    /// know its type. Only for types outside the core vocabulary; a
+    /// `.reference` store ignores it, as the reference does.
+    public var ignorable: Bool?
 
-    public init(surfaceOp: SurfaceOp? = nil, sourceEventSeqs: [Int]? = nil) {
+    public init(surfaceOp: SurfaceOp? = nil, sourceEventSeqs: [Int]? = nil, ignorable: Bool? = nil) {
         self.surfaceOp = surfaceOp
         self.sourceEventSeqs = sourceEventSeqs
+        self.ignorable = ignorable
     }
+
+    /// A log-only host event that readers which do not know its type keep.
+    public static let ignorable = Intent(ignorable: true)
 
     /// Append to the surface, citing no sources.
     public static let append = Intent(surfaceOp: .append)

@@ -77,6 +77,10 @@ public struct SessionInfo: Decodable, Hashable, Sendable {
     public var replaceGeneration: Int
     /// The open turn number, or nil between turns.
     public var openTurn: Int?
+    /// The store's admission.
+    public var admission: StoreConfig.Admission?
+    /// The host event types the store declares.
+    public var eventTypes: [String]?
 }
 
 /// The live surface: the seqs of the events the derived history comes from.

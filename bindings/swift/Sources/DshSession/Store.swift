@@ -18,6 +18,15 @@ public struct StoreConfig: Encodable, Hashable, Sendable {
         case zstd, none
     }
 
+    /// How appends are admitted.
+    public enum Admission: String, Codable, Sendable {
+        /// Refuse at append whatever a later open would refuse (the default):
+        /// an undeclared event type, a malformed message, …
+        case strict
+        /// The reference engine's permissive append, byte for byte.
+        case reference
+    }
+
     public var backend: Backend
     /// The database file (sqlite) or directory (jsonl).
     public var path: String?
@@ -26,26 +35,43 @@ public struct StoreConfig: Encodable, Hashable, Sendable {
     /// The write-behind window in milliseconds; 0 writes inside each append.
     /// The library's default is 25.
     public var batchWindowMs: Int?
+    /// The library's default is `.strict`.
+    public var admission: Admission?
+    /// The host's own event types (`"myapp/note"`): log-only events that
+    /// append accepts and every open reads. Core types cannot be declared.
+    public var eventTypes: [String]?
 
-    public init(backend: Backend, path: String? = nil, compression: Compression? = nil, batchWindowMs: Int? = nil) {
+    public init(backend: Backend, path: String? = nil, compression: Compression? = nil, batchWindowMs: Int? = nil,
+                admission: Admission? = nil, eventTypes: [String]? = nil) {
         self.backend = backend
         self.path = path
         self.compression = compression
         self.batchWindowMs = batchWindowMs
+        self.admission = admission
+        self.eventTypes = eventTypes
     }
 
     /// An in-memory store.
     public static let memory = StoreConfig(backend: .memory)
 
+    /// An in-memory store that declares `eventTypes` (and takes `admission`).
+    public static func memory(eventTypes: [String]?, admission: Admission? = nil) -> StoreConfig {
+        StoreConfig(backend: .memory, admission: admission, eventTypes: eventTypes)
+    }
+
     /// An SQLite database file (created when missing).
-    public static func sqlite(path: String, batchWindowMs: Int? = nil) -> StoreConfig {
-        StoreConfig(backend: .sqlite, path: path, batchWindowMs: batchWindowMs)
+    public static func sqlite(path: String, batchWindowMs: Int? = nil, eventTypes: [String]? = nil,
+                              admission: Admission? = nil) -> StoreConfig {
+        StoreConfig(backend: .sqlite, path: path, batchWindowMs: batchWindowMs, admission: admission,
+                    eventTypes: eventTypes)
     }
 
     /// A directory of JSONL session logs (created when missing).
     public static func jsonl(directory: String, compression: Compression? = nil,
-                             batchWindowMs: Int? = nil) -> StoreConfig {
-        StoreConfig(backend: .jsonl, path: directory, compression: compression, batchWindowMs: batchWindowMs)
+                             batchWindowMs: Int? = nil, eventTypes: [String]? = nil,
+                             admission: Admission? = nil) -> StoreConfig {
+        StoreConfig(backend: .jsonl, path: directory, compression: compression, batchWindowMs: batchWindowMs,
+                    admission: admission, eventTypes: eventTypes)
     }
 }
 
@@ -85,6 +111,19 @@ public struct Inspection: Decodable, Hashable, Sendable {
     public var events: [Event]
     /// Those closers alone.
     public var repair: [Event]
+    /// The events an open refuses one by one (an undeclared type, a
+    /// malformed message or request header), read as stored.
+    public var problems: [Problem]?
+
+    /// One event of an inspected log that an open refuses.
+    public struct Problem: Decodable, Hashable, Sendable {
+        public var seq: Int
+        /// The rule id (`load.unknown-type`, `msg.content`, …).
+        public var rule: String
+        /// The status an open gives, e.g. `DSH_E_SCHEMA_MISMATCH`.
+        public var status: String
+        public var message: String
+    }
 }
 
 /// A lifecycle notice delivered to a store's observer.

@@ -8,7 +8,7 @@ final class ConcurrencyTests: XCTestCase {
     /// Eight threads append to one session while others read it: every append
     /// gets its own seq and the log stays contiguous.
     func testOneSessionFromManyThreads() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         let s = try store.createSession(id: "shared")
         let threads = 8, perThread = 50
         let failures = Collector<String>()
@@ -42,7 +42,7 @@ final class ConcurrencyTests: XCTestCase {
     /// Closing a session while other threads use it: calls either succeed or
     /// throw `.closed`, never crash.
     func testCloseWhileOtherThreadsCall() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         for round in 0..<5 {
             let s = try store.createSession(id: "closing-\(round)")
             let outcomes = Collector<String>()
@@ -73,7 +73,7 @@ final class ConcurrencyTests: XCTestCase {
     /// session, and all of them also append to one shared session.
     func testConcurrentTasksOnSQLiteStore() async throws {
         let path = try Fixture.temporaryDirectory(self).appendingPathComponent("tasks.db").path
-        let store = try Store(.sqlite(path: path, batchWindowMs: 5))
+        let store = try Store(.sqlite(path: path, batchWindowMs: 5, eventTypes: testEventTypes))
         let shared = try store.createSession(id: "shared")
         let tasks = 8
 

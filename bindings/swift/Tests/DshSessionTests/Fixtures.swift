@@ -107,3 +107,12 @@ final class Collector<T>: @unchecked Sendable {
         return values
     }
 }
+
+/// The host event types the tests append, declared as a host declares its own
+/// (a strict store refuses undeclared types).
+let testEventTypes = ["plugin/note", "plugin/x", "plugin/echo", "plugin/tick", "plugin/task"]
+
+extension StoreConfig {
+    /// A memory store that declares `testEventTypes`.
+    static let testMemory = StoreConfig.memory(eventTypes: testEventTypes)
+}

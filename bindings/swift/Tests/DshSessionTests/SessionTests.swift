@@ -16,7 +16,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testAppendAndDeriveOnMemoryStore() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         XCTAssertEqual(store.backend, "memory")
         let s = try store.createSession(SessionOptions(id: "s1", cwd: "/home/demo"))
         XCTAssertEqual(s.id, "s1")
@@ -68,7 +68,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testRejectionCarriesRuleAndChangesNothing() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         let s = try store.createSession(id: "r")
         try Fixture.turnOne(s)
         let before = try s.info().length
@@ -97,7 +97,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testBatchIsAllOrNothing() throws {
-        let s = try Store().createSession(id: "b")
+        let s = try Store(.testMemory).createSession(id: "b")
         let failing = [
             BatchItem("turn/start", data: ["turn": 1]),
             try BatchItem("user/message", encoding: Message.user(id: "u1", text: "one"), intent: .append),
@@ -117,7 +117,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testValidateDoesNotCommit() throws {
-        let s = try Store().createSession(id: "v")
+        let s = try Store(.testMemory).createSession(id: "v")
         try Fixture.turnOne(s)
         let probe = try s.validate("user/message", data: Message.user(id: "u2", text: "next"), intent: .append)
         XCTAssertEqual(probe.seq, 14)
@@ -132,7 +132,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testDeriveAfterCompactionReplace() throws {
-        let s = try Store().createSession(id: "c")
+        let s = try Store(.testMemory).createSession(id: "c")
         try Fixture.turnOne(s)
         XCTAssertEqual(try s.derive().map(\.id), ["u1", "a1", "t1", "a2"])
         XCTAssertEqual(try s.surface().nodes, [1, 6, 8, 11])
@@ -167,7 +167,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testDeriveSinceReturnsOnlyNewMessagesUntilAReplace() throws {
-        let s = try Store().createSession(id: "inc")
+        let s = try Store(.testMemory).createSession(id: "inc")
         try Fixture.turnOne(s)
         let first = try s.deriveSince()
         XCTAssertEqual(first.messages.map(\.id), ["u1", "a1", "t1", "a2"])
@@ -190,7 +190,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testToolMessagesDecode() throws {
-        let s = try Store().createSession(id: "t")
+        let s = try Store(.testMemory).createSession(id: "t")
         try Fixture.turnOne(s)
         let messages = try s.derive()
         guard case .toolCall(let id, let name, let arguments) = messages[1].content[1] else {
@@ -209,7 +209,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testFork() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         let s = try store.createSession(id: "src")
         try Fixture.turnOne(s)
 
@@ -235,7 +235,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testCloseIsIdempotentAndClosedHandlesThrow() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         let s = try store.createSession(id: "x")
         try s.append("turn/start", data: ["turn": 1])
         try s.close()
@@ -261,7 +261,7 @@ final class SessionTests: XCTestCase {
     }
 
     func testDeinitReleasesHandles() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         let notices = Collector<StoreNotice>()
         try store.setObserver { notices.add($0) }
         weak var weakSession: Session?
@@ -283,7 +283,7 @@ final class SessionTests: XCTestCase {
     /// The observer runs inside the call that triggered it: it may read the
     /// session, and an append from inside it is refused as re-entrant.
     func testObserverMayReadButNotAppend() throws {
-        let store = try Store()
+        let store = try Store(.testMemory)
         let s = try store.createSession(id: "observed")
         let seen = Collector<String>()
         try store.setObserver { [weak s] notice in
