@@ -343,7 +343,7 @@ extension Collector where T == StoreNotice {
 /// The example of the repository README's "Swift" section, kept compiling and true.
 final class ReadmeExampleTests: XCTestCase {
     func testReadmeExample() throws {
-        let store = try Store()                      // or Store(.sqlite(path: "sessions.db"))
+        let store = try Store(.memory(eventTypes: ["myapp/note"]))  // or .sqlite(path:eventTypes:)
         let session = try store.createSession(id: "demo")
         try session.append("turn/start", data: ["turn": 1])
         try session.append("user/message", data: Message.user(id: "u1", text: "hi"), intent: .append)
@@ -355,6 +355,8 @@ final class ReadmeExampleTests: XCTestCase {
             rule = error.rule                        // "surface.replace-uncovered"
         }
         XCTAssertEqual(rule, "surface.replace-uncovered")
+        try session.append("myapp/note", data: ["x": 1])                    // a declared host type
+        try session.append("other/app-data", data: nil, intent: .ignorable) // kept by any reader
         XCTAssertEqual(try session.derive().map(\.text), ["hi"])
         try session.close()
         try store.close()
