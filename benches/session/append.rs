@@ -247,3 +247,62 @@ pub fn batch(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
     s.close();
     store.close();
 }
+
+/// Strict admission's cost: the same events appended to a strict (default)
+/// and a reference-admission memory store, in alternating blocks of 1000
+/// (which store goes first alternates too), at most 200k events.
+pub fn admission(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
+    let Ctx { stream, big, .. } = *cx;
+    let n = big.min(200_000);
+    eprintln!(
+        "strict vs reference admission, {} appends each ...",
+        fmt_n(n)
+    );
+    let strict = Store::open(r#"{"backend":"memory"}"#);
+    let reference = Store::open(r#"{"backend":"memory","admission":"reference"}"#);
+    let (a, b) = (
+        strict.create("bench-strict"),
+        reference.create("bench-reference"),
+    );
+    let mut out = Buf::new();
+    let (mut ts, mut tr) = (Secs::default(), Secs::default());
+    for (k, evs) in stream.events[..n].chunks(1000).enumerate() {
+        let mut time = |s: &Session| {
+            let t = Timer::start();
+            for ev in evs {
+                s.append(ev, &mut out);
+            }
+            t.stop()
+        };
+        if k % 2 == 0 {
+            ts += time(&a);
+            tr += time(&b);
+        } else {
+            tr += time(&b);
+            ts += time(&a);
+        }
+    }
+    let ratio = ts.cpu / tr.cpu;
+    extra.insert(
+        "admission".into(),
+        json!({"strict": ts.json(), "reference": tr.json()}),
+    );
+    rep.push(
+        row(
+            format!("append, strict admission, {}", fmt_n(n)),
+            "cpu",
+            n as f64 / ts.cpu,
+            "ev/s",
+        )
+        .base(n as f64 / tr.cpu, "reference admission, interleaved")
+        .target("≤ 1.10× the time", ratio <= 1.10)
+        .note(format!(
+            "strict takes {ratio:.3}× the reference admission's CPU time (wall {:.3}×)",
+            ts.wall / tr.wall
+        )),
+    );
+    a.close();
+    b.close();
+    strict.close();
+    reference.close();
+}

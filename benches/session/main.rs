@@ -11,7 +11,7 @@
 //! cargo bench --bench session -- --only append,derive,fork
 //! ```
 //!
-//! Phases (names for `--only`): `baseline`, `append`, `batch`, `derive`,
+//! Phases (names for `--only`): `baseline`, `append`, `admission`, `batch`, `derive`,
 //! `fork`, `flush`, `writebehind`, `open`. `derive` and `fork` run on the
 //! session built by `append`; `open` opens the sessions stored by
 //! `writebehind`, so selecting them runs their producer too. The program
@@ -218,6 +218,11 @@ fn main() {
             &mut rep,
             &mut extra,
         );
+    }
+
+    // ---- strict vs reference admission ----------------------------------
+    if want("admission") {
+        append::admission(&cx, &mut rep, &mut extra);
     }
 
     // ---- append_batch --------------------------------------------------

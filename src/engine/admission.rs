@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::event::{is_surface_type, REQUEST_HEADER_DELTA, TURN_END, TURN_START};
+use super::event::{is_surface_type, Checked, REQUEST_HEADER_DELTA, TURN_END, TURN_START};
 use super::vocabulary::{is_known, is_retired};
 use super::{seed, upgrade, Event};
 use crate::error::{Error, Result};
@@ -92,16 +92,6 @@ impl Vocabulary {
             v.declared.insert(name.into());
         }
         Ok(v)
-    }
-
-    /// This vocabulary plus `types` as they are, whatever their spelling:
-    /// for reading a log that holds types nobody declared (inspection),
-    /// never for appending.
-    pub fn with_opaque<S: AsRef<str>>(&self, types: impl IntoIterator<Item = S>) -> Vocabulary {
-        let mut v = self.clone();
-        v.declared
-            .extend(types.into_iter().map(|t| t.as_ref().into()));
-        v
     }
 
     /// Whether `ty` is known to the reference or declared by the host.
@@ -202,6 +192,9 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
             ),
         ));
     }
+    // The shape checks a fork's seed admission runs passed: a fork of this
+    // event does not run them again.
+    e.mark_checked(Checked::SHAPE);
     Ok(())
 }
 
@@ -209,11 +202,12 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
 /// integer of at least 1: crash repair closes an open turn by its number,
 /// and a turn it cannot close makes every later fork at the end refuse.
 fn numbers_its_turn(e: &Event) -> bool {
-    e.parse_data()
-        .as_object()
-        .and_then(|d| d.get("turn"))
-        .and_then(|t| t.as_safe_i64())
-        .is_some_and(|t| t >= 1)
+    // An event's text is canonical JSON: a plain key is spelled as it is,
+    // and a safe integer is written as plain digits.
+    let turn = crate::json::canon::members(e.data_text())
+        .and_then(|mut m| m.find(|(k, _)| *k == "turn"))
+        .and_then(|(_, v)| super::event::plain_int(v));
+    turn.is_some_and(|t| t >= 1)
 }
 
 /// An append intent's `ignorable: true` is for types readers may not know:

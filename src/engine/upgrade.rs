@@ -112,7 +112,7 @@ pub fn check_known_values(id: &str, events: &[Value], vocab: &Vocabulary) -> Res
 }
 
 /// `(type, seq)` of every stored value [`check_known_values`] refuses.
-pub fn unknown_values<'a>(
+fn unknown_values<'a>(
     events: &'a [Value],
     vocab: &'a Vocabulary,
 ) -> impl Iterator<Item = (&'a str, String)> + 'a {

@@ -245,7 +245,6 @@ fn restore_events(
         }
     };
     let mut as_stored = true;
-    let mut vocab = std::borrow::Cow::Borrowed(vocab);
     let (events, known) = match fast_events(stored) {
         Ok(fast) => fast,
         Err(stored) => {
@@ -268,22 +267,9 @@ fn restore_events(
                     excused.push(i);
                 }
             }
-            match lenient.as_deref_mut() {
-                None => upgrade::check_known_values(id, &values, &vocab)?,
-                Some(found) => {
-                    let unknown: Vec<(String, String)> = upgrade::unknown_values(&values, &vocab)
-                        .map(|(ty, seq)| (ty.to_string(), seq))
-                        .collect();
-                    for (ty, seq) in &unknown {
-                        let error = upgrade::unknown_type(id, ty, seq);
-                        found.push(Finding {
-                            seq: seq.parse().unwrap_or(0),
-                            error,
-                        });
-                    }
-                    vocab =
-                        std::borrow::Cow::Owned(vocab.with_opaque(unknown.iter().map(|u| &u.0)));
-                }
+            // (A lenient read reports unknown types below, event by event.)
+            if lenient.is_none() {
+                upgrade::check_known_values(id, &values, vocab)?;
             }
             let mut events = Vec::with_capacity(values.len());
             for (i, v) in values.into_iter().enumerate() {
@@ -315,7 +301,7 @@ fn restore_events(
             }
         }
     } else if !known {
-        upgrade::check_known_types(id, events.iter().map(|e| &**e), &vocab)?;
+        upgrade::check_known_types(id, events.iter().map(|e| &**e), vocab)?;
     }
     let closers: Vec<Arc<Event>> = repair::closers(events.iter().map(|e| &**e))
         .into_iter()
