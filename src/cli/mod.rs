@@ -107,7 +107,7 @@ impl Ctx {
     /// A note on stderr (not with `--quiet`).
     pub fn note(&self, text: &str) {
         if !self.quiet {
-            eprintln!("note: {text}");
+            eprintln!("note: {}", output::terminal_safe(text));
         }
     }
 }
@@ -148,7 +148,7 @@ where
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", e.message);
+            eprintln!("error: {}", output::terminal_safe(&e.message));
             e.exit
         }
     }

@@ -27,14 +27,15 @@ impl Out {
         }
     }
 
-    /// Write `text` and a newline.
+    /// Write `text` (control characters escaped, see [`terminal_safe`])
+    /// and a newline.
     pub fn line(&mut self, text: &str) {
         if self.closed {
             return;
         }
         let r = self
             .inner
-            .write_all(text.as_bytes())
+            .write_all(terminal_safe(text).as_bytes())
             .and_then(|()| self.inner.write_all(b"\n"));
         if r.is_err() {
             self.closed = true;
@@ -55,13 +56,40 @@ impl Drop for Out {
     }
 }
 
+/// `text` with every control character (C0, DEL, C1) written as a JSON
+/// escape (`\n`, `\u001b`, `\u009b`), so stored data printed by the CLI
+/// cannot move the cursor, retitle or clear a terminal, or forge lines.
+/// JSON text, which escapes them already, passes unchanged.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control();
+    if !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if bad(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Rows aligned in columns (two spaces apart; `right[i]` right-aligns
 /// column `i`; the last column is not padded).
 pub fn table(header: &[&str], rows: &[Vec<String>], right: &[bool]) -> Vec<String> {
     let cols = header.len();
     let mut width = vec![0usize; cols];
+    // Escaped before the widths are measured, so columns stay aligned.
     let all = std::iter::once(header.iter().map(|h| h.to_string()).collect::<Vec<_>>())
-        .chain(rows.iter().cloned())
+        .chain(rows.iter().map(|r| {
+            r.iter()
+                .map(|c| terminal_safe(c).into_owned())
+                .collect::<Vec<_>>()
+        }))
         .collect::<Vec<_>>();
     for row in &all {
         for (i, cell) in row.iter().enumerate().take(cols) {

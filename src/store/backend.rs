@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::engine::session::Log;
 use crate::engine::Event;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::json::{self, canon, Value};
 
 /// A torn tail found by a read, to be cut by [`Backend::commit_repair`].
@@ -125,6 +125,10 @@ pub struct Listed {
     pub header: Value,
     /// The revision token.
     pub revision: String,
+    /// Set when the session's stored header cannot be read: `header` then
+    /// holds only its `id`, as far as it could be read, and the listing
+    /// goes on with the other sessions.
+    pub problem: Option<Error>,
 }
 
 /// A place where session logs live.

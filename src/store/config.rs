@@ -270,15 +270,25 @@ impl CreateOptions {
 /// A session id option: a non-empty string of valid Unicode without NUL
 /// (ids are handed back to C as strings).
 fn session_id(v: &Value) -> Result<String> {
-    v.as_str()
-        .filter(|s| !s.is_empty() && !s.contains('\0'))
-        .map(str::to_string)
-        .ok_or_else(|| {
-            Error::invalid_argument(
-                "arg.id",
-                "session id must be a non-empty string of valid Unicode without NUL",
-            )
-        })
+    let id = v.as_str().ok_or_else(bad_id)?;
+    check_session_id(id)?;
+    Ok(id.to_string())
+}
+
+fn bad_id() -> Error {
+    Error::invalid_argument(
+        "arg.id",
+        "session id must be a non-empty string of valid Unicode without NUL",
+    )
+}
+
+/// The rule every session id a store is given follows (`arg.id`): not
+/// empty, no NUL (ids are handed back to C as strings).
+pub fn check_session_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.contains('\0') {
+        return Err(bad_id());
+    }
+    Ok(())
 }
 
 /// Parsed `dsh_session_fork` options and boundary.

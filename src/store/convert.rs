@@ -39,11 +39,14 @@ pub enum Step<'a> {
 
 /// The ids `src` lists, in its order.
 pub fn session_ids(src: &mut dyn Backend) -> Result<Vec<String>> {
-    Ok(src
-        .list()?
-        .iter()
-        .map(|row| header_id(&row.header).to_string())
-        .collect())
+    src.list()?
+        .into_iter()
+        .map(|row| match row.problem {
+            // Converting would lose the session: refuse.
+            Some(e) => Err(e),
+            None => Ok(header_id(&row.header).to_string()),
+        })
+        .collect()
 }
 
 /// `convert.exists` when any of `ids` is already stored in `dst`.

@@ -41,6 +41,7 @@ impl Backend for MemoryBackend {
             .map(|s| Listed {
                 header: s.header.clone(),
                 revision: s.revision.to_string(),
+                problem: None,
             })
             .collect())
     }

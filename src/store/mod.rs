@@ -186,7 +186,10 @@ impl Store {
         let opts = CreateOptions::parse(options)?;
         let now = now_ms();
         let id = match &opts.id {
-            Some(id) => id.clone(),
+            Some(id) => {
+                config::check_session_id(id)?;
+                id.clone()
+            }
             None => self.mint_id()?,
         };
         self.check_new_id(&id, "store.duplicate-id")?;
@@ -222,6 +225,7 @@ impl Store {
         child_id: Option<String>,
     ) -> Result<Arc<LiveSession>> {
         if let Some(id) = &child_id {
+            config::check_session_id(id)?;
             self.check_new_id(id, "fork.child-exists")
                 .map_err(|e| e.with_code("SESSION_ALREADY_EXISTS"))?;
         }
@@ -430,11 +434,13 @@ impl Store {
         Ok(out)
     }
 
-    /// Every stored session: `[{...header, "revision"}]`.
+    /// Every stored session whose header reads: `[{...header, "revision"}]`.
     pub fn list(&self) -> Result<String> {
         let rows = lock_backend(&self.backend).list()?;
         let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
+        // A session whose stored header cannot be read is left out (the
+        // CLI's `list` and `verify` name it); the others are listed.
+        for row in rows.into_iter().filter(|r| r.problem.is_none()) {
             let mut o = row.header.as_object().cloned().unwrap_or_default();
             o.insert_str("revision", Value::str(&row.revision));
             out.push(Value::Object(o));

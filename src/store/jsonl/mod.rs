@@ -345,6 +345,7 @@ impl Backend for JsonlBackend {
                 out.push(Listed {
                     header,
                     revision: layout::revision_of(&meta),
+                    problem: None,
                 });
             }
         }

@@ -360,10 +360,18 @@ impl Backend for SqliteBackend {
     fn list(&mut self) -> Result<Vec<Listed>> {
         let rows = sessions::select_all(&self.conn)?;
         Ok(rows
-            .iter()
-            .map(|row| Listed {
-                header: row.header.clone(),
-                revision: self.revision_of(row),
+            .into_iter()
+            .map(|row| match row {
+                Ok(row) => Listed {
+                    header: row.header.clone(),
+                    revision: self.revision_of(&row),
+                    problem: None,
+                },
+                Err((id, e)) => Listed {
+                    header: Value::obj([("id", id)]),
+                    revision: String::new(),
+                    problem: Some(e),
+                },
             })
             .collect())
     }

@@ -227,14 +227,24 @@ pub fn exists(conn: &Connection, id: &[u8]) -> Result<bool> {
 }
 
 /// Every session row (no ORDER BY: practically insertion order).
-pub fn select_all(conn: &Connection) -> Result<Vec<SessionRow>> {
+pub fn select_all(conn: &Connection) -> Result<Vec<Row>> {
     let mut stmt = conn
         .prepare_cached(&format!("SELECT {COLUMNS} FROM sessions"))
         .map_err(sql_err)?;
     let mut rows = stmt.query([]).map_err(sql_err)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(sql_err)? {
-        out.push(SessionRow::from_row(row)?);
+        out.push(SessionRow::from_row(row).map_err(|e| {
+            let id = match row.get_ref(0) {
+                Ok(ValueRef::Text(t)) => Value::String(JsString::from_wtf8(t)),
+                _ => Value::Null,
+            };
+            (id, e)
+        }));
     }
     Ok(out)
 }
+
+/// One row of [`select_all`]: decoded, or the `id` column as far as it
+/// could be read and why the row does not decode.
+pub type Row = std::result::Result<SessionRow, (Value, Error)>;
