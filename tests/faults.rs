@@ -323,3 +323,74 @@ fn zstd_bit_flips_in_committed_frames_are_corrupt_and_left_alone() {
         }
     }
 }
+
+#[test]
+fn zstd_zeros_or_damage_after_the_last_good_frame_are_a_torn_tail_cut_on_open() {
+    let dir = temp_dir("fault-zstd-tail");
+    let root = dir.join("root");
+    let config = jsonl_config(&root, true);
+    let log = jsonl_log(&root, true);
+    let (written, ends) = write_session_marking_ends(&config, &log);
+    let original = std::fs::read(&log).unwrap();
+    let check = |damaged: &[u8], what: &str, lost_last: bool| {
+        std::fs::write(&log, damaged).unwrap();
+        let events = open_after(&config).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+        let kept = events.as_array().unwrap().len() - 2;
+        assert!(
+            kept == 4 || (kept == 5 && !lost_last),
+            "{what}: {kept} kept"
+        );
+        assert_eq!(first(&events, kept), first(&written, kept), "{what}");
+        // Cut durably: the next open reads the same log, and no damaged
+        // byte is left behind the last good frame.
+        assert_eq!(open_after(&config).unwrap(), events, "{what}: not durable");
+        let now = std::fs::read(&log).unwrap();
+        let good = ends[3] as usize;
+        assert_eq!(&now[..good], &damaged[..good], "{what}");
+    };
+    // What a power cut leaves: the size grew, the data never arrived.
+    for zeros in [1usize, 3, 4, 5, 64, 4096] {
+        let mut damaged = original.clone();
+        damaged.resize(original.len() + zeros, 0);
+        check(&damaged, &format!("{zeros} zero bytes"), false);
+    }
+    // Every byte of the last frame damaged in turn: the frame is cut (or,
+    // where the bit changes nothing that decodes, kept as it was).
+    let (start, end) = (ends[3] as usize, ends[4] as usize);
+    for pos in start..end {
+        let mut damaged = original.clone();
+        damaged[pos] ^= 1 << (pos % 8);
+        check(&damaged, &format!("bit flipped at byte {pos}"), false);
+        // The last frame zeroed from `pos` on.
+        let mut zeroed = original.clone();
+        zeroed[pos..].fill(0);
+        check(&zeroed, &format!("zeros from byte {pos}"), true);
+    }
+}
+
+#[test]
+fn zstd_damage_before_a_later_intact_frame_stays_corrupt() {
+    let dir = temp_dir("fault-zstd-middle");
+    let root = dir.join("root");
+    let config = jsonl_config(&root, true);
+    let log = jsonl_log(&root, true);
+    let (_, ends) = write_session_marking_ends(&config, &log);
+    let original = std::fs::read(&log).unwrap();
+    for (what, range) in [
+        ("zeroed magic", ends[2] as usize..ends[2] as usize + 4),
+        ("zeroed frame", ends[2] as usize..ends[3] as usize),
+    ] {
+        let mut damaged = original.clone();
+        damaged[range].fill(0);
+        std::fs::write(&log, &damaged).unwrap();
+        let (status, text) = open_after(&config)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: opened"));
+        assert_eq!(status, DSH_E_CORRUPT, "{what}: {text}");
+        assert_eq!(
+            std::fs::read(&log).unwrap(),
+            damaged,
+            "{what}: the log was changed"
+        );
+    }
+}

@@ -196,14 +196,29 @@ fn read_zstd(
     }
     let header = read_header(&plain, path, Mode::Load)?.expect("load mode");
     check(&header)?;
-    let mut scanner = Scanner::new();
-    let mut marks = Marks::default();
-    scan_frames_in_order(read_at, &frames.complete[1..], |range, first, frame| {
-        if first {
-            marks.add_at_line_start(&scanner, range.start as u64);
+    let body = &frames.complete[1..];
+    let (mut scanner, mut marks) = (Scanner::new(), Marks::default());
+    let mut damaged_last = None;
+    if let Err(e) = scan_body(&read_at, body, &mut scanner, &mut marks) {
+        // A last frame whose data or checksum does not decode is the tail a
+        // crash damaged, when every frame before it decodes: read again with
+        // the last frame apart, to tell.
+        let (last, before) = match body.split_last() {
+            Some(split) if e.rule == "zstd.frame-decode" => split,
+            _ => return Err(e),
+        };
+        (scanner, marks) = (Scanner::new(), Marks::default());
+        scan_body(&read_at, before, &mut scanner, &mut marks)?;
+        let mut raw = Vec::new();
+        read_at(last, &mut raw)?;
+        match decode_frame(&raw, "zstd.frame-decode", last.start) {
+            Ok(plain) => {
+                marks.add_at_line_start(&scanner, last.start as u64);
+                scanner.feed(&plain)?;
+            }
+            Err(_) => damaged_last = Some(last.start),
         }
-        frame.feed(&mut scanner)
-    })?;
+    }
     if !scanner.at_line_start() || scanner.committed < scanner.consumed || scanner.issue.is_some() {
         return Err(Error::new(
             Status::Corrupt,
@@ -214,9 +229,15 @@ fn read_zstd(
             ),
         ));
     }
-    let torn = match frames.torn_start {
-        None => None,
-        Some(start) => {
+    let torn = match (damaged_last, frames.torn_start) {
+        // Nothing of a frame that fails its checksum can be trusted: the
+        // whole frame and what follows it are cut, no event recovered.
+        (Some(start), _) => Some(Torn {
+            marker: start as u64,
+            recovered: 0,
+        }),
+        (None, None) => None,
+        (None, Some(start)) => {
             let committed = scanner.events.len();
             scanner.feed(&decode_torn(&tail))?;
             Some(Torn {
@@ -230,6 +251,22 @@ fn read_zstd(
         events: scanner.events,
         torn,
         marks,
+    })
+}
+
+/// Decode and scan the complete frames `body` in order (see
+/// [`scan_frames_in_order`]), marking each frame start that is a line start.
+fn scan_body(
+    read_at: &(impl Fn(&Range<usize>, &mut Vec<u8>) -> Result<()> + Sync),
+    body: &[Range<usize>],
+    scanner: &mut Scanner,
+    marks: &mut Marks,
+) -> Result<()> {
+    scan_frames_in_order(read_at, body, |range, first, frame| {
+        if first {
+            marks.add_at_line_start(scanner, range.start as u64);
+        }
+        frame.feed(scanner)
     })
 }
 

@@ -53,7 +53,7 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
         if limit.is_some_and(|l| complete.len() >= l) {
             break;
         }
-        match frame_end(bytes, pos, 0)? {
+        match frame_end(bytes, pos, 0).or_else(|e| damaged_tail(bytes, pos, e))? {
             Some(end) => {
                 complete.push(pos..end);
                 pos = end;
@@ -88,7 +88,18 @@ pub fn scan_stream(
     let mut complete = Vec::new();
     let mut eof = false;
     loop {
-        match frame_end(&buf, pos, base)? {
+        let end = match frame_end(&buf, pos, base) {
+            Ok(end) => end,
+            Err(e) => {
+                // Damage: a torn tail only when no complete frame follows,
+                // so the rest of the file is read to tell.
+                while !eof {
+                    eof = read(&mut buf)?;
+                }
+                damaged_tail(&buf, pos, e)?
+            }
+        };
+        match end {
             Some(end) => {
                 complete.push(base + pos..base + end);
                 pos = end;
@@ -115,6 +126,19 @@ pub fn scan_stream(
             }
         }
     }
+}
+
+/// Structural damage `e` at `pos` (a bad magic number, a reserved bit or
+/// block type) where no complete frame follows is what a crash leaves
+/// after the last frame it wrote (zeros where the size grew but the data
+/// never arrived, or a partly written frame): a torn tail, `Ok(None)`.
+/// Followed by a complete frame it is damage inside the log: `e`.
+fn damaged_tail(bytes: &[u8], pos: usize, e: Error) -> Result<Option<usize>> {
+    let structural = ["zstd.bad-magic", "zstd.reserved-bit", "zstd.reserved-block"];
+    if !structural.contains(&e.rule) || later_complete_frame(bytes, pos + 1).is_some() {
+        return Err(e);
+    }
+    Ok(None)
 }
 
 /// A torn frame at `pos` must be the last thing in `bytes`: a torn write

@@ -144,20 +144,35 @@ fn frame_decoder_matches_decode_frame() {
 
 #[test]
 fn structural_refusals() {
-    let mut f = frame(b"hello\n");
+    // Damage followed by a complete frame refuses; alone at the end it is
+    // the torn tail a crash leaves.
+    let good = frame(b"after\n");
+    let then_good = |bad: &[u8]| [bad, &good[..]].concat();
     assert_eq!(
-        scan_frames(b"abcd", None).unwrap_err().rule,
+        scan_frames(&then_good(b"abcd"), None).unwrap_err().rule,
         "zstd.bad-magic"
     );
+    assert_eq!(scan_frames(b"abcd", None).unwrap().torn_start, Some(0));
+    assert_eq!(scan_frames(&[0; 9], None).unwrap().torn_start, Some(0));
     assert_eq!(scan_frames(b"abc", None).unwrap().torn_start, Some(0));
+    let mut f = frame(b"hello\n");
     f[4] |= 0x08;
-    assert_eq!(scan_frames(&f, None).unwrap_err().rule, "zstd.reserved-bit");
+    assert_eq!(
+        scan_frames(&then_good(&f), None).unwrap_err().rule,
+        "zstd.reserved-bit"
+    );
+    assert_eq!(scan_frames(&f, None).unwrap().torn_start, Some(0));
     // A raw block header with type 3.
     let bad = [0x28, 0xB5, 0x2F, 0xFD, 0x20, 0x00, 0x07, 0x00, 0x00];
     assert_eq!(
-        scan_frames(&bad, None).unwrap_err().rule,
+        scan_frames(&then_good(&bad), None).unwrap_err().rule,
         "zstd.reserved-block"
     );
+    let after = [&good[..], &bad[..]].concat();
+    let frames = scan_frames(&after, None).unwrap();
+    assert_eq!(frames.complete.len(), 1);
+    assert_eq!(frames.complete[0], 0..good.len());
+    assert_eq!(frames.torn_start, Some(good.len()));
     // An RLE block of one byte repeated: single segment, FCS 1 byte.
     let rle = [0x28, 0xB5, 0x2F, 0xFD, 0x20, 0x05, 0x2B, 0x00, 0x00, b'x'];
     let frames = scan_frames(&rle, None).unwrap();
