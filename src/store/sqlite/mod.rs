@@ -119,6 +119,9 @@ impl SqliteBackend {
         } else {
             Some(file::acquire(path)?)
         };
+        if !memory {
+            schema::refuse_foreign_file(path)?;
+        }
         let conn = if memory {
             Connection::open_in_memory()
         } else {

@@ -247,22 +247,14 @@ pub fn configure(
     Ok(id)
 }
 
-/// Step 4: version / application id checks or pristine initialization, in
-/// one `BEGIN IMMEDIATE` transaction (rolled back on any failure).
-fn check_or_initialize(conn: &mut Connection) -> Result<()> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql_err)?;
-    let version = int_value(&tx, "PRAGMA user_version")?;
-    let app = int_value(&tx, "PRAGMA application_id")?;
-    let objects = int_value(
-        &tx,
-        "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'",
-    )?;
-    if version == 0 && (app != 0 || objects > 0) {
+/// The version and application-id verdict of step 4: a database of
+/// another schema version or application is refused, and so is an
+/// unversioned one that holds anything (`objects`, described by `what`).
+fn check_identity(version: i64, app: i64, what: &str, objects: bool) -> Result<()> {
+    if version == 0 && (app != 0 || objects) {
         return Err(schema_err(
             "sqlite.schema-unversioned",
-            format!("database has an unversioned schema or application identity (application_id {app}, {objects} schema objects)"),
+            format!("database has an unversioned schema or application identity (application_id {app}, {what})"),
         ));
     }
     if version != 0 && version != SCHEMA_VERSION {
@@ -277,6 +269,78 @@ fn check_or_initialize(conn: &mut Connection) -> Result<()> {
             format!("database application id {app} is not the expected {APPLICATION_ID}"),
         ));
     }
+    Ok(())
+}
+
+/// Step 4 decided from the database file's own bytes, before SQLite opens
+/// it: opening a foreign database would let SQLite roll back its hot
+/// journal or checkpoint its WAL, changing its bytes before the refusal.
+/// The header's `user_version` (offset 60) and `application_id` (68)
+/// refuse another schema or application; an unversioned file is ours to
+/// initialize only when it is empty: no cell on its schema page, no WAL
+/// and no hot journal beside it. Files that are not SQLite databases (or
+/// too short to tell) are left to SQLite, which refuses them unchanged.
+pub fn refuse_foreign_file(path: &std::path::Path) -> Result<()> {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Ok(());
+    };
+    let mut h = [0u8; 108];
+    let mut n = 0;
+    while n < h.len() {
+        match f.read(&mut h[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    let side = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        std::fs::metadata(p).is_ok_and(|m| m.len() > 0)
+    };
+    if n < h.len() {
+        // This library initializes a new file outside WAL mode, so an
+        // empty file whose content waits in a WAL was written by another.
+        if n == 0 && side("-wal") {
+            return Err(schema_err(
+                "sqlite.schema-unversioned",
+                "database file is empty but its WAL holds data: not this library's; left untouched",
+            ));
+        }
+        return Ok(());
+    }
+    if &h[..16] != b"SQLite format 3\0" {
+        return Ok(());
+    }
+    let be = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let (version, app) = (i64::from(be(60)), i64::from(be(68) as i32));
+    let cells = u16::from_be_bytes([h[103], h[104]]);
+    let pending = side("-wal") || side("-journal");
+    let what =
+        format!("{cells} schema page cells, pending WAL or journal: {pending}; left untouched");
+    check_identity(version, app, &what, cells > 0 || (version == 0 && pending))
+}
+
+/// Step 4: version / application id checks or pristine initialization, in
+/// one `BEGIN IMMEDIATE` transaction (rolled back on any failure).
+fn check_or_initialize(conn: &mut Connection) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql_err)?;
+    let version = int_value(&tx, "PRAGMA user_version")?;
+    let app = int_value(&tx, "PRAGMA application_id")?;
+    let objects = int_value(
+        &tx,
+        "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'",
+    )?;
+    check_identity(
+        version,
+        app,
+        &format!("{objects} schema objects"),
+        objects > 0,
+    )?;
     if version == 0 {
         for ddl in CREATE_TABLES {
             tx.execute_batch(ddl).map_err(sql_err)?;
