@@ -242,7 +242,7 @@ func TestCloseIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
-		t.Fatalf("second Session.Close = %v, want nil", err)
+		t.Fatalf("Session.Close again = %v, want nil", err)
 	}
 	_, err = s.Append("turn/end", nil, nil)
 	wantErr(t, err, ErrClosed, "handle.closed")
