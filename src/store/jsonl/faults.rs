@@ -26,6 +26,9 @@ pub enum Point {
     /// Rollback of a failed append: the log was reopened; the truncate
     /// back to the old size is next.
     RollbackTruncate,
+    /// Publishing a new log: it was linked into place; the fsync of its
+    /// directory is next.
+    PublishDirSync,
 }
 
 /// Run the test hook of this thread, if any, at `point` for `path`. An

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::faults::{self, Point};
 use super::layout::{io_error, is_absent};
 use crate::error::{Error, Result, Status};
+use std::os::unix::fs::MetadataExt;
 
 /// fsync a directory so that entries created in it are durable.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
@@ -122,10 +123,20 @@ fn exists_on_materialize(path: &Path) -> Error {
     )
 }
 
+/// The identity of a file: (device, inode).
+pub type FileId = (u64, u64);
+
 /// Publish a new log at `path` with the content `write` puts into a
 /// fresh file, atomically and without ever replacing an existing file
-/// (`jsonl.exists-on-materialize`).
-pub fn publish(path: &Path, write: impl FnOnce(&File) -> io::Result<()>) -> Result<()> {
+/// (`jsonl.exists-on-materialize`). Once the file is linked into place
+/// (its content durable), `linked` gets its identity, so a caller whose
+/// publish failed after that (the directory's fsync) can tell its own
+/// file from another's and finish the publish later.
+pub fn publish(
+    path: &Path,
+    linked: &mut Option<FileId>,
+    write: impl FnOnce(&File) -> io::Result<()>,
+) -> Result<()> {
     if fs::symlink_metadata(path).is_ok() {
         return Err(exists_on_materialize(path));
     }
@@ -145,19 +156,29 @@ pub fn publish(path: &Path, write: impl FnOnce(&File) -> io::Result<()>) -> Resu
         let _ = fs::remove_file(&temp);
         return Err(io_error("io.write", &temp, &e));
     }
-    let linked = fs::hard_link(&temp, path);
+    let id = fs::metadata(&temp).map(|m| (m.dev(), m.ino()));
+    let link = fs::hard_link(&temp, path);
     let _ = fs::remove_file(&temp);
-    match linked {
-        Ok(()) => {}
+    match link {
+        Ok(()) => *linked = id.ok(),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             return Err(exists_on_materialize(path))
         }
         Err(e) => return Err(io_error("io.link", path, &e)),
     }
     match path.parent() {
-        Some(dir) => fsync_dir(dir),
+        Some(dir) => faults::hit(Point::PublishDirSync, dir)
+            .map_err(|e| io_error("io.fsync", dir, &e))
+            .and_then(|()| fsync_dir(dir)),
         None => Ok(()),
     }
+}
+
+/// The identity of the file at `path` (following no link).
+pub fn file_id(path: &Path) -> Result<FileId> {
+    fs::symlink_metadata(path)
+        .map(|m| (m.dev(), m.ino()))
+        .map_err(|e| io_error("io.stat", path, &e))
 }
 
 /// Open `path` for appending; `None` when it does not exist.

@@ -84,6 +84,11 @@ pub struct JsonlBackend {
     scratch: batch::Scratch,
     /// The writer's count of waiting flushes (see [`JsonlBackend::workers`]).
     hurry: Option<Arc<Hurry>>,
+    /// Logs this backend linked into place whose publish then failed (the
+    /// directory's fsync), by session directory name: the file's identity
+    /// and how many events it holds. The next materialize of the session
+    /// finishes that publish instead of refusing the file as another's.
+    half_published: HashMap<String, (fsio::FileId, u64)>,
 }
 
 impl JsonlBackend {
@@ -105,6 +110,7 @@ impl JsonlBackend {
             cursor: None,
             scratch: batch::Scratch::default(),
             hurry: None,
+            half_published: HashMap::new(),
         })
     }
 
@@ -212,6 +218,11 @@ impl JsonlBackend {
         check_contiguous(&id, 0, events)?;
         let project = layout::project_dir_of(header)?;
         if let Some(existing) = layout::find_log(&self.root, segment, self.compression)? {
+            if let Some(&(file, stored)) = self.half_published.get(segment) {
+                if fsio::file_id(&existing)? == file {
+                    return self.finish_publish(segment, header, existing, stored, events);
+                }
+            }
             return Err(Error::new(
                 Status::Conflict,
                 "jsonl.exists-on-materialize",
@@ -232,7 +243,8 @@ impl JsonlBackend {
         let compression = self.compression;
         self.scratch.set_workers(self.workers());
         let scratch = &mut self.scratch;
-        fsio::publish(&path, |mut file| {
+        let mut linked = None;
+        let published = fsio::publish(&path, &mut linked, |mut file| {
             match compression {
                 Compression::None => file.write_all(line.as_bytes())?,
                 Compression::Zstd => {
@@ -242,9 +254,41 @@ impl JsonlBackend {
                 }
             }
             batch::write_batch(file, events, compression, scratch)
-        })?;
+        });
+        if let Err(e) = published {
+            if let Some(file) = linked {
+                self.half_published
+                    .insert(segment.to_string(), (file, events.len() as u64));
+            }
+            return Err(e);
+        }
         self.remember(segment, path, Some(events.len() as u64));
         Ok(())
+    }
+
+    /// Finish a publish of `segment` that failed after its log `path`,
+    /// holding `stored` events, was linked into place: make the directory
+    /// entry durable, then append what of `events` (from seq 0, as the
+    /// writer retries them) the log does not hold yet. The writer goes on
+    /// from what is on disk, never writing an event twice.
+    fn finish_publish(
+        &mut self,
+        segment: &str,
+        header: &Value,
+        path: PathBuf,
+        stored: u64,
+        events: &[Arc<Event>],
+    ) -> Result<()> {
+        if let Some(dir) = path.parent() {
+            fsio::fsync_dir(dir)?;
+        }
+        self.half_published.remove(segment);
+        self.remember(segment, path, Some(stored));
+        let rest = &events[(stored as usize).min(events.len())..];
+        if rest.is_empty() {
+            return Ok(());
+        }
+        self.append_batch(segment, header, rest)
     }
 
     fn append_batch(&mut self, segment: &str, header: &Value, events: &[Arc<Event>]) -> Result<()> {
@@ -461,6 +505,7 @@ impl Backend for JsonlBackend {
         let segment = encode_segment(&JsString::from_str(id))?;
         self.logs.remove(&segment);
         self.marks.remove(&segment);
+        self.half_published.remove(&segment);
         self.forget_cursor(&segment);
         let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
             return Ok(false);

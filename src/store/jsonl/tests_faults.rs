@@ -326,3 +326,27 @@ fn a_failed_append_whose_rollback_fails_reports_both() {
         assert_same(&loaded.values()[..10], &events[..10]);
     }
 }
+
+#[test]
+fn a_publish_whose_directory_fsync_fails_is_finished_by_the_retry() {
+    for compression in BOTH {
+        let root = TempRoot::new("publishdirsync");
+        let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+        let h = header("p", None);
+        let events = sample_events();
+        let hook = fail_once(Point::PublishDirSync, || injected("directory fsync"));
+        let e = b.append(&h, &events[..6], true).unwrap_err();
+        drop(hook);
+        assert_eq!((e.rule, e.status), ("io.fsync", Status::Io), "{e:?}");
+        // The writer retries from seq 0 with what was appended since: the
+        // publish is finished, and nothing is written twice.
+        b.append(&h, &events[..12], true).unwrap();
+        b.append(&h, &events[12..], false).unwrap();
+        let loaded = b.load("p").unwrap().unwrap();
+        assert_same(&loaded.values(), &events);
+        assert!(loaded.torn.is_none());
+        // Once finished, the log is refused as any existing one is.
+        let e = b.append(&h, &events[..1], true).unwrap_err();
+        assert_eq!(e.rule, "jsonl.exists-on-materialize");
+    }
+}
