@@ -192,12 +192,30 @@ pub fn open_append(path: &Path) -> Result<Option<File>> {
 
 /// Append what `write` writes to `file` durably. On failure the file is
 /// cut back to its previous size (and that is made durable) before the
-/// error returns; when that fails too, the error names both failures.
+/// error returns; when that fails too, the error names both failures and
+/// `rollback` keeps the size the file must be cut back to. Every later
+/// append first finishes that cut, and writes nothing until it succeeds:
+/// the log goes on from its last durable record, never after bytes whose
+/// write failed.
 pub fn append_durable(
     file: &File,
     path: &Path,
+    rollback: &mut Option<u64>,
     write: impl FnOnce(&File) -> io::Result<()>,
 ) -> Result<()> {
+    if let Some(size) = *rollback {
+        cut_back(path, size).map_err(|r| {
+            Error::new(
+                Status::Io,
+                "io.truncate",
+                format!(
+                    "{}: an earlier failed append is still to be rolled back to {size} bytes, and that failed again ({r}); nothing was written",
+                    path.display()
+                ),
+            )
+        })?;
+        *rollback = None;
+    }
     let size = file
         .metadata()
         .map_err(|e| io_error("io.stat", path, &e))?
@@ -206,21 +224,28 @@ pub fn append_durable(
         .and_then(|()| faults::hit(Point::AppendSync, path))
         .and_then(|()| file.sync_all());
     let Err(e) = written else { return Ok(()) };
-    let rollback = OpenOptions::new().write(true).open(path).and_then(|f| {
+    Err(match cut_back(path, size) {
+        Ok(()) => io_error("io.write", path, &e),
+        Err(r) => {
+            *rollback = Some(size);
+            Error::new(
+                Status::Io,
+                "io.write",
+                format!(
+                    "{}: append failed ({e}) and rolling back to {size} bytes failed too ({r})",
+                    path.display()
+                ),
+            )
+        }
+    })
+}
+
+/// Cut `path` back to `size` bytes durably (the rollback of a failed append).
+fn cut_back(path: &Path, size: u64) -> io::Result<()> {
+    OpenOptions::new().write(true).open(path).and_then(|f| {
         faults::hit(Point::RollbackTruncate, path)
             .and_then(|()| f.set_len(size))
             .and_then(|()| f.sync_all())
-    });
-    Err(match rollback {
-        Ok(()) => io_error("io.write", path, &e),
-        Err(r) => Error::new(
-            Status::Io,
-            "io.write",
-            format!(
-                "{}: append failed ({e}) and rolling back to {size} bytes failed too ({r})",
-                path.display()
-            ),
-        ),
     })
 }
 

@@ -63,6 +63,9 @@ struct LogState {
     file: Option<File>,
     /// The next seq the log expects, when known.
     next: Option<u64>,
+    /// The size a failed append must still be cut back to (its rollback
+    /// failed too): see [`fsio::append_durable`].
+    rollback: Option<u64>,
 }
 
 /// Session logs under one root directory, held exclusively by this backend.
@@ -197,11 +200,16 @@ impl JsonlBackend {
                 s.file = None;
             }
             s.path = path;
-            s.next = next;
+            // With a rollback still to do, the log's end is the rollback
+            // point, whatever a read of the file found after it.
+            if s.rollback.is_none() {
+                s.next = next;
+            }
             return;
         }
         if self.logs.len() >= HANDLES_KEPT * 4 {
-            self.logs.clear();
+            // A log with a rollback still to do is never forgotten.
+            self.logs.retain(|_, s| s.rollback.is_some());
         }
         self.logs.insert(
             segment.to_string(),
@@ -209,6 +217,7 @@ impl JsonlBackend {
                 path,
                 file: None,
                 next,
+                rollback: None,
             },
         );
     }
@@ -316,7 +325,7 @@ impl JsonlBackend {
         let state = self.logs.get_mut(segment).expect("state exists");
         let file = state.file.as_ref().expect("opened above");
         let write = |file: &File| batch::write_batch(file, events, compression, scratch);
-        let result = fsio::append_durable(file, &state.path, write);
+        let result = fsio::append_durable(file, &state.path, &mut state.rollback, write);
         match result {
             Ok(()) => state.next = Some(events[events.len() - 1].seq + 1),
             Err(_) => state.file = None,
@@ -539,6 +548,7 @@ impl Backend for JsonlBackend {
             let state = self.state(&segment, header)?;
             state.file = None;
             fsio::truncate(&state.path, torn.marker)?;
+            state.rollback = None;
             if let Some(marks) = self.marks.get_mut(&segment) {
                 marks.cut(torn.marker);
             }

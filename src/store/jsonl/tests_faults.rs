@@ -324,6 +324,20 @@ fn a_failed_append_whose_rollback_fails_reports_both() {
         assert_eq!(now[..committed.len()], committed[..]);
         let loaded = b.load("f").unwrap().unwrap();
         assert_same(&loaded.values()[..10], &events[..10]);
+
+        // The writer retries the batch. While the cut back still fails,
+        // nothing is written after the bytes whose write failed.
+        let hook = fail_once(Point::RollbackTruncate, || injected("truncate"));
+        let e = b.append(&h, &events[10..12], false).unwrap_err();
+        drop(hook);
+        assert_eq!(e.rule, "io.truncate", "{e:?}");
+        assert_eq!(fs::read(&path).unwrap(), now);
+        // Once the disk takes it, the log is cut back to its last durable
+        // record and the batch follows it once: no seq twice, no gap.
+        b.append(&h, &events[10..12], false).unwrap();
+        b.append(&h, &events[12..], false).unwrap();
+        let loaded = b.load("f").unwrap().unwrap();
+        assert_same(&loaded.values(), &events);
     }
 }
 
