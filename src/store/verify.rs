@@ -425,7 +425,8 @@ fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
     };
     let mut out: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
+        // Links are never followed (the backend reports them, `jsonl.link`).
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
         .collect();
     out.sort();
     out

@@ -37,7 +37,8 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
             Some(parent) => fsync_dir(parent),
             None => Ok(()),
         },
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match fs::symlink_metadata(dir) {
+            Ok(m) if m.file_type().is_symlink() => Err(super::layout::link_refused(dir)),
             Ok(m) if m.is_dir() => Ok(()),
             Ok(_) => Err(not_a_directory(dir)),
             Err(e) => Err(io_error("io.mkdir", dir, &e)),
@@ -183,7 +184,11 @@ pub fn file_id(path: &Path) -> Result<FileId> {
 
 /// Open `path` for appending; `None` when it does not exist.
 pub fn open_append(path: &Path) -> Result<Option<File>> {
-    match OpenOptions::new().append(true).open(path) {
+    match OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
         Ok(f) => Ok(Some(f)),
         Err(e) if is_absent(&e) => Ok(None),
         Err(e) => Err(io_error("io.open", path, &e)),
@@ -242,11 +247,15 @@ pub fn append_durable(
 
 /// Cut `path` back to `size` bytes durably (the rollback of a failed append).
 fn cut_back(path: &Path, size: u64) -> io::Result<()> {
-    OpenOptions::new().write(true).open(path).and_then(|f| {
-        faults::hit(Point::RollbackTruncate, path)
-            .and_then(|()| f.set_len(size))
-            .and_then(|()| f.sync_all())
-    })
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .and_then(|f| {
+            faults::hit(Point::RollbackTruncate, path)
+                .and_then(|()| f.set_len(size))
+                .and_then(|()| f.sync_all())
+        })
 }
 
 /// Cut `path` to `len` bytes durably (crash repair). A file already
@@ -254,6 +263,7 @@ fn cut_back(path: &Path, size: u64) -> io::Result<()> {
 pub fn truncate(path: &Path, len: u64) -> Result<()> {
     let file = OpenOptions::new()
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| io_error("io.open", path, &e))?;
     let size = file

@@ -154,17 +154,40 @@ pub fn is_absent(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
-/// Metadata of `path` (following links), `None` when absent.
+/// `jsonl.link`: a symbolic link where the store keeps its own entries.
+/// Nothing inside a store's root is reached through a link, so a link
+/// planted there can lead no write, read or delete outside the store.
+pub fn link_refused(path: &Path) -> Error {
+    Error::new(
+        Status::Io,
+        "jsonl.link",
+        format!(
+            "{} is a symbolic link; the store never follows links inside its root (remove it)",
+            path.display()
+        ),
+    )
+}
+
+/// Metadata of the entry `path` inside the root, `None` when absent; a
+/// symbolic link there is refused (`jsonl.link`), never followed.
 pub fn stat(path: &Path) -> Result<Option<fs::Metadata>> {
-    absent_as_none(fs::metadata(path), path)
+    entry(absent_as_none(fs::symlink_metadata(path), path)?, path)
 }
 
 /// [`stat`] at the fault injection point `point`.
 pub fn stat_at(point: Point, path: &Path) -> Result<Option<fs::Metadata>> {
-    absent_as_none(
-        faults::hit(point, path).and_then(|()| fs::metadata(path)),
+    let m = absent_as_none(
+        faults::hit(point, path).and_then(|()| fs::symlink_metadata(path)),
         path,
-    )
+    )?;
+    entry(m, path)
+}
+
+fn entry(m: Option<fs::Metadata>, path: &Path) -> Result<Option<fs::Metadata>> {
+    match m {
+        Some(m) if m.file_type().is_symlink() => Err(link_refused(path)),
+        m => Ok(m),
+    }
 }
 
 fn absent_as_none(stat: io::Result<fs::Metadata>, path: &Path) -> Result<Option<fs::Metadata>> {
@@ -175,7 +198,19 @@ fn absent_as_none(stat: io::Result<fs::Metadata>, path: &Path) -> Result<Option<
     }
 }
 
-/// The sub-directories of `dir` (following links); empty when `dir` is absent.
+/// Open the file `path` inside the root for reading, refusing to follow a
+/// symbolic link in its last component (`O_NOFOLLOW`; the directories on
+/// the way were checked by [`stat`] or [`sub_dirs`]).
+pub fn open_read(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// The sub-directories of `dir`; empty when `dir` is absent. A symbolic
+/// link among them refuses (`jsonl.link`): it is never followed.
 pub fn sub_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -256,6 +291,10 @@ pub fn find_log(root: &Path, segment: &str, compression: Compression) -> Result<
     for project in sub_dirs(root)? {
         check_flat(&project, segment)?;
         let dir = project.join(segment);
+        // A session directory that is a link refuses (`jsonl.link`).
+        if stat(&dir)?.is_none() {
+            continue;
+        }
         check_encoding(&dir, compression)?;
         let log = dir.join(log_name(compression));
         if stat(&log)?.is_some_and(|m| m.is_file()) {

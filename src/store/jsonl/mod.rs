@@ -243,7 +243,8 @@ impl JsonlBackend {
         }
         let project_dir = self.root.join(project);
         let dir = project_dir.join(segment);
-        fsio::ensure_dir(&self.root)?;
+        // The root is the configured path, a link or not; below it nothing is.
+        fsio::ensure_root(&self.root)?;
         fsio::ensure_dir(&project_dir)?;
         fsio::ensure_dir(&dir)?;
         layout::check_encoding(&dir, self.compression)?;

@@ -89,7 +89,7 @@ impl std::fmt::Debug for Cursor {
 impl Cursor {
     /// A cursor at resync point `(base, offset)` of the log at `path`.
     fn start(path: &Path, compression: Compression, base: u64, offset: u64) -> Result<Cursor> {
-        let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
+        let mut file = super::layout::open_read(path).map_err(|e| io_error("io.open", path, &e))?;
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| io_error("io.read", path, &e))?;
         Ok(Cursor {

@@ -44,7 +44,7 @@ fn stable<T>(path: &Path, mut pass: impl FnMut(&File) -> Result<T>) -> Result<Op
         let Some(before) = layout::stat(path)? else {
             return Ok(None);
         };
-        let read = match File::open(path) {
+        let read = match layout::open_read(path) {
             Ok(file) => pass(&file),
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => Err(io_error("io.read", path, &e)),
@@ -274,7 +274,7 @@ fn scan_body(
 /// absent, has no complete first line/frame, or that line is not a
 /// header. Retired fields and malformed header frames still refuse.
 pub fn read_first_header(path: &Path, compression: Compression) -> Result<Option<Value>> {
-    let mut file = match File::open(path) {
+    let mut file = match layout::open_read(path) {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return Ok(None),
         Err(e) => return Err(io_error("io.open", path, &e)),

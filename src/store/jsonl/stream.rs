@@ -4,7 +4,6 @@
 //! file changing under the read) answers `None`, and the caller reads the
 //! whole log the usual way, which reports exactly what is wrong.
 
-use std::fs::File;
 use std::path::Path;
 
 use super::faults::{self, Point};
@@ -56,7 +55,7 @@ pub fn stream_log(
     check: impl FnOnce(&Value) -> Result<()>,
     sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
 ) -> Result<Option<StreamEnd>> {
-    let mut file = File::open(path).map_err(|e| io_error("io.open", path, &e))?;
+    let mut file = super::layout::open_read(path).map_err(|e| io_error("io.open", path, &e))?;
     let before = revision_of(&file.metadata().map_err(|e| io_error("io.stat", path, &e))?);
     let mut block = vec![0u8; READ_BLOCK];
     let mut plain = Vec::with_capacity(READ_BLOCK);

@@ -80,11 +80,13 @@ fn layout_refusals() {
         assert_eq!(b.load("a2").unwrap_err().rule, "jsonl.header-id-mismatch");
         assert_eq!(b.list().unwrap_err().rule, "jsonl.header-path-mismatch");
         fs::remove_dir_all(root.0.join("--w--")).unwrap();
-        // A symlinked project directory naming the same file is accepted.
+        // A symlinked project directory is never followed, even to the same
+        // file: the store's tree holds no links.
         std::os::unix::fs::symlink(root.0.join("--x--"), root.0.join("--v--")).unwrap();
-        assert_same(&b.load("a").unwrap().unwrap().values(), &events);
-        assert_eq!(b.list().unwrap().len(), 1);
+        assert_eq!(b.load("a").unwrap_err().rule, "jsonl.link");
+        assert_eq!(b.list().unwrap_err().rule, "jsonl.link");
         fs::remove_file(root.0.join("--v--")).unwrap();
+        assert_same(&b.load("a").unwrap().unwrap().values(), &events);
         // The flat layout.
         fs::create_dir_all(root.0.join("--q--")).unwrap();
         fs::write(root.0.join("--q--").join(format!("f.{}", &name[8..])), b"").unwrap();
