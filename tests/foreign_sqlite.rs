@@ -129,3 +129,38 @@ fn an_empty_file_and_the_library_own_database_still_open() {
     let store = Store::open(&config(&db)).unwrap();
     assert!(store.open_session("a").is_ok());
 }
+
+/// The store holds its database exclusively, so its WAL index lives in
+/// the process's heap: no `-shm` mapping exists for a truncated or
+/// replaced `-shm` file to turn into SIGBUS.
+#[test]
+fn a_damaged_shm_file_cannot_reach_the_store() {
+    let dir = temp_dir("shm");
+    let db = dir.join("s.db");
+    let store = Store::open(&config(&db)).unwrap();
+    let s = store.create(r#"{"id":"a"}"#).unwrap();
+    s.append_ok("turn/start", r#"{"turn":1}"#, None);
+    assert_eq!(s.flush().0, DSH_OK);
+    assert!(!side(&db, "-shm").exists(), "a shared WAL index was made");
+    // A -shm planted, empty, while the store is open changes nothing.
+    std::fs::write(side(&db, "-shm"), b"").unwrap();
+    for turn in 2..50 {
+        s.append_ok(
+            "turn/end",
+            &format!(r#"{{"turn":{},"reason":{{"kind":"completed"}}}}"#, turn - 1),
+            None,
+        );
+        s.append_ok("turn/start", &format!(r#"{{"turn":{turn}}}"#), None);
+        assert_eq!(s.flush().0, DSH_OK);
+    }
+    let events = s.events();
+    drop(s);
+    assert_eq!(store.close().0, DSH_OK);
+    let store = Store::open(&config(&db)).unwrap();
+    let (s, _) = store.open_session("a").unwrap();
+    let n = events.as_array().unwrap().len();
+    assert_eq!(
+        s.events().as_array().unwrap()[..n],
+        events.as_array().unwrap()[..]
+    );
+}

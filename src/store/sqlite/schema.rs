@@ -86,6 +86,7 @@ fn pragma_err(name: &str, value: impl std::fmt::Display) -> Error {
         "trusted_schema" => "sqlite.pragma-trusted-schema",
         "mmap_size" => "sqlite.pragma-mmap-size",
         "journal_mode" => "sqlite.pragma-journal-mode",
+        "locking_mode" => "sqlite.pragma-locking-mode",
         _ => "sqlite.pragma-synchronous",
     };
     Error::new(
@@ -224,6 +225,17 @@ pub fn configure(
     conn.execute_batch("PRAGMA foreign_keys = ON")
         .map_err(sql_err)?;
     check_or_initialize(conn)?;
+    if !memory {
+        // The store holds the database's writer lock for its life, so no
+        // other connection shares it: with exclusive locking, set before
+        // WAL mode is first used, the WAL index lives in this process's
+        // heap instead of a shared mapping of the `-shm` file, which a
+        // truncated or immutable `-shm` would turn into SIGBUS.
+        let mode = first_value(conn, "PRAGMA locking_mode = EXCLUSIVE")?;
+        if !matches!(&mode, Some(rusqlite::types::Value::Text(m)) if m == "exclusive") {
+            return Err(pragma_err("locking_mode", format!("{mode:?}")));
+        }
+    }
     select_wal(conn, memory, started, busy)?;
     conn.execute_batch("PRAGMA synchronous = FULL")
         .map_err(sql_err)?;
