@@ -28,6 +28,9 @@ echo "==> Go binding"
 echo "==> Swift binding (in a cached Debian trixie chroot)"
 ./scripts/test-swift.sh
 
+echo "==> fuzzing: every target of fuzz/ for 30 s (./scripts/fuzz.sh --soak runs 10 min each)"
+./scripts/fuzz.sh 30
+
 echo "==> quickstart"
 ./scripts/quickstart.sh >/dev/null
 echo "quickstart ran"
