@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::event::{is_surface_type, Checked, REQUEST_HEADER_DELTA, TURN_END, TURN_START};
+use super::event::{is_surface_type, Checked, TURN_END, TURN_START};
 use super::vocabulary::{is_known, is_retired};
 use super::{seed, upgrade, Event};
 use crate::error::{Error, Result};
@@ -213,7 +213,7 @@ fn numbers_its_turn(e: &Event) -> bool {
 /// An append intent's `ignorable: true` is for types readers may not know:
 /// refused on a known or retired type (`append.ignorable-known`).
 pub fn check_ignorable(ty: &str) -> Result<()> {
-    if is_known(ty) || is_retired(ty) || ty == REQUEST_HEADER_DELTA {
+    if is_known(ty) || is_retired(ty) {
         return Err(Error::rejected(
             "append.ignorable-known",
             format!(
