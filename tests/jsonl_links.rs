@@ -36,6 +36,15 @@ fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// The refusal every look through a planted link gives.
+fn refused_at_link(st: dsh_status, text: &str) {
+    assert_eq!(
+        (st, rule(text).as_str()),
+        (DSH_E_IO, "jsonl.link"),
+        "{text}"
+    );
+}
+
 /// Create session `id`, append a turn (written inside the append: window
 /// 0) and flush: the first failure, or the flush's status.
 fn write_session(store: &Store, id: &str) -> (dsh_status, String) {
@@ -68,20 +77,12 @@ fn links_planted_in_the_root_are_never_followed() {
     // A project directory, a session directory and a log file that are links.
     symlink(&outside, root.join("_no-cwd")).unwrap();
     let (st, text) = write_session(&store, "a");
-    assert_eq!(
-        (st, rule(&text).as_str()),
-        (DSH_E_IO, "jsonl.link"),
-        "{text}"
-    );
+    refused_at_link(st, &text);
     std::fs::remove_file(root.join("_no-cwd")).unwrap();
     std::fs::create_dir(root.join("_no-cwd")).unwrap();
     symlink(&outside, root.join("_no-cwd/c")).unwrap();
     let (st, text) = write_session(&store, "c");
-    assert_eq!(
-        (st, rule(&text).as_str()),
-        (DSH_E_IO, "jsonl.link"),
-        "{text}"
-    );
+    refused_at_link(st, &text);
     std::fs::create_dir(root.join("_no-cwd/d")).unwrap();
     symlink(
         outside.join("target.jsonl.zstd"),
@@ -89,42 +90,22 @@ fn links_planted_in_the_root_are_never_followed() {
     )
     .unwrap();
     let (st, text) = write_session(&store, "d");
-    assert_eq!(
-        (st, rule(&text).as_str()),
-        (DSH_E_IO, "jsonl.link"),
-        "{text}"
-    );
+    refused_at_link(st, &text);
     // A session outside, reached through a linked project directory, is not
     // the store's: a delete, an open or a listing stops at the link.
     symlink(outside.join("proj"), root.join("proj")).unwrap();
     let (st, text) = store.delete("b");
-    assert_eq!(
-        (st, rule(&text).as_str()),
-        (DSH_E_IO, "jsonl.link"),
-        "{text}"
-    );
+    refused_at_link(st, &text);
     let (st, text) = store.open_session("b").err().unwrap();
-    assert_eq!(
-        (st, rule(&text).as_str()),
-        (DSH_E_IO, "jsonl.link"),
-        "{text}"
-    );
+    refused_at_link(st, &text);
     let id = c("b");
     // SAFETY: live handle, valid string.
     let (st, text) = call(|out| unsafe { dsh_store_list(store.0, out) });
-    assert_eq!(
-        (st, rule(&text).as_str()),
-        (DSH_E_IO, "jsonl.link"),
-        "{text}"
-    );
+    refused_at_link(st, &text);
     drop(id);
     drop(store);
     // A store whose root holds a link refuses to open until it is removed.
     let (st, text) = Store::open(&config(&root)).err().unwrap();
-    assert_eq!(
-        (st, rule(&text).as_str()),
-        (DSH_E_IO, "jsonl.link"),
-        "{text}"
-    );
+    refused_at_link(st, &text);
     assert_eq!(tree(&outside), before, "a file outside the store changed");
 }

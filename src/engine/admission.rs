@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::event::{is_surface_type, Checked, TURN_END, TURN_START};
-use super::vocabulary::{is_known, is_retired};
+use super::vocabulary::{is_known, is_reserved, is_retired};
 use super::{seed, upgrade, Event};
 use crate::error::{Error, Result};
 
@@ -83,7 +83,7 @@ impl Vocabulary {
                     ),
                 ));
             }
-            if is_known(name) || is_retired(name) {
+            if is_reserved(name) {
                 return Err(Error::invalid_argument(
                     "config.event-type-reserved",
                     format!("event type {name:?} is a core or retired type and cannot be declared"),
@@ -213,7 +213,7 @@ fn numbers_its_turn(e: &Event) -> bool {
 /// An append intent's `ignorable: true` is for types readers may not know:
 /// refused on a known or retired type (`append.ignorable-known`).
 pub fn check_ignorable(ty: &str) -> Result<()> {
-    if is_known(ty) || is_retired(ty) {
+    if is_reserved(ty) {
         return Err(Error::rejected(
             "append.ignorable-known",
             format!(

@@ -79,6 +79,12 @@ pub fn is_retired(ty: &str) -> bool {
     RETIRED_EVENT_TYPES.contains(&ty)
 }
 
+/// True when `ty` is a core or a retired type: one a host can neither
+/// declare nor mark ignorable.
+pub fn is_reserved(ty: &str) -> bool {
+    is_known(ty) || is_retired(ty)
+}
+
 /// True when `ty` is in the default known vocabulary.
 pub fn is_known(ty: &str) -> bool {
     known(ty).is_some()
