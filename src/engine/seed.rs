@@ -125,13 +125,7 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
 /// passes is checked on its canonical text alone; only a failing one is
 /// parsed, for the precise rule.
 pub fn check_event_message(event: &Event, subject: &dyn Fn() -> String) -> Result<()> {
-    let kind = if event.ty == USER_MESSAGE {
-        MessageKind::User
-    } else if event.ty == ASSISTANT_MESSAGE {
-        MessageKind::Assistant
-    } else if event.ty == TOOL_RESULT {
-        MessageKind::ToolResult
-    } else {
+    let Some(kind) = event.ty.as_str().and_then(message_kind) else {
         return Ok(());
     };
     if message_text_ok(event.data_text(), kind) {
@@ -151,11 +145,9 @@ pub fn check_event_message(event: &Event, subject: &dyn Fn() -> String) -> Resul
 /// events, or whose `type` is not a string, pass.
 pub fn check_value_message(v: &Value, subject: &dyn Fn() -> String) -> Result<()> {
     let o = v.as_object();
-    let kind = match o.and_then(|o| o.get("type")).and_then(Value::as_str) {
-        Some(USER_MESSAGE) => MessageKind::User,
-        Some(ASSISTANT_MESSAGE) => MessageKind::Assistant,
-        Some(TOOL_RESULT) => MessageKind::ToolResult,
-        _ => return Ok(()),
+    let ty = o.and_then(|o| o.get("type")).and_then(Value::as_str);
+    let Some(kind) = ty.and_then(message_kind) else {
+        return Ok(());
     };
     let data = o.and_then(|o| o.get("data"));
     let message = match kind {
@@ -377,6 +369,16 @@ fn message_of(data: &Value) -> Option<&Value> {
 
 fn non_empty_str(v: Option<&Value>) -> bool {
     v.and_then(Value::as_js_str).is_some_and(|s| !s.is_empty())
+}
+
+/// The message event kind of type `ty`, if it is one.
+fn message_kind(ty: &str) -> Option<MessageKind> {
+    match ty {
+        USER_MESSAGE => Some(MessageKind::User),
+        ASSISTANT_MESSAGE => Some(MessageKind::Assistant),
+        TOOL_RESULT => Some(MessageKind::ToolResult),
+        _ => None,
+    }
 }
 
 /// Which message event a message belongs to.
