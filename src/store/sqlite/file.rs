@@ -102,6 +102,26 @@ fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
     Ok(())
 }
 
+/// fsync the directory holding the database, so that the entries of the
+/// database file and its `-wal` are durable. SQLite syncs the directory
+/// when it creates a journal but ignores a failure of that sync, and never
+/// syncs it for the database file itself; with exclusive locking the WAL
+/// file lives as long as the connection, so one sync after it exists
+/// covers every later commit.
+pub fn sync_parent(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| {
+        Error::new(
+            Status::Io,
+            "io.fsync",
+            format!("cannot fsync directory {}: {e}", dir.display()),
+        )
+    })
+}
+
 /// Validate the path, create the file exclusively (0600) when absent, and
 /// take the exclusive lock (`store.locked`, `DSH_E_CONFLICT`, when another
 /// backend holds it, in this process or another).

@@ -143,6 +143,10 @@ impl SqliteBackend {
         backend.conn.busy_timeout(busy).map_err(sql_err)?;
         backend.conn.set_prepared_statement_cache_capacity(32);
         let store_id = schema::configure(&mut backend.conn, memory, started, busy)?;
+        if !memory {
+            // The reads of `configure` opened (and so created) the WAL.
+            file::sync_parent(path)?;
+        }
         backend.identity = match &backend.lock {
             Some(l) => format!("file:{}:{}:{}:store:{store_id}", l.dev, l.ino, l.birth_ns),
             None => format!("memory:store:{store_id}"),

@@ -97,15 +97,23 @@ fn pragma_err(name: &str, value: impl std::fmt::Display) -> Error {
 }
 
 /// Run `sql` and return the first column of its first row, if any.
+/// The first column of the first row of `sql`, run to its end: a statement
+/// that writes (`journal_mode = WAL` commits a header change) fails there,
+/// and an error at that point would be lost if the statement were only
+/// reset.
+fn run_to_end(conn: &Connection, sql: &str) -> rusqlite::Result<Option<rusqlite::types::Value>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query([])?;
+    let first = match rows.next()? {
+        Some(row) => Some(row.get::<_, rusqlite::types::Value>(0)?),
+        None => None,
+    };
+    while rows.next()?.is_some() {}
+    Ok(first)
+}
+
 fn first_value(conn: &Connection, sql: &str) -> Result<Option<rusqlite::types::Value>> {
-    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
-    let mut rows = stmt.query([]).map_err(sql_err)?;
-    match rows.next().map_err(sql_err)? {
-        Some(row) => Ok(Some(
-            row.get::<_, rusqlite::types::Value>(0).map_err(sql_err)?,
-        )),
-        None => Ok(None),
-    }
+    run_to_end(conn, sql).map_err(sql_err)
 }
 
 fn int_value(conn: &Connection, sql: &str) -> Result<i64> {
@@ -383,9 +391,10 @@ fn select_wal(conn: &Connection, memory: bool, started: Instant, busy: Duration)
     let cutoff = started + busy;
     let mode: String = loop {
         let result = faults::hit(Point::JournalMode { cutoff })
-            .and_then(|()| conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)));
+            .and_then(|()| run_to_end(conn, "PRAGMA journal_mode = WAL"));
         match result {
-            Ok(mode) => break mode,
+            Ok(Some(rusqlite::types::Value::Text(mode))) => break mode,
+            Ok(other) => return Err(pragma_err("journal_mode", format!("{other:?}"))),
             Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
                 let left = cutoff.saturating_duration_since(Instant::now());
                 if left.is_zero() {
