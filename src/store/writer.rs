@@ -474,9 +474,17 @@ impl Writer {
                     continue;
                 }
                 if p.failures > *failures {
-                    let err = p.failure.clone().unwrap_or_else(|| {
+                    let mut err = p.failure.clone().unwrap_or_else(|| {
                         Error::new(crate::Status::Io, "io.write", "write failed")
                     });
+                    if p.queued() > 0 {
+                        let last = p.next_seq + p.queued() as u64 - 1;
+                        err.message = format!(
+                            "{}; seqs {}..={last} of session \"{id}\" are not written \
+                             (they stay queued: the next flush or close writes them)",
+                            err.message, p.next_seq
+                        );
+                    }
                     return Err(err);
                 }
                 waiting = true;
