@@ -18,15 +18,28 @@ fn main() {
         .unwrap()
         .parse()
         .unwrap();
-    // Before 1.0 every minor release may break the ABI; after it, every major.
-    let abi = if major == 0 { minor } else { major };
+    // Before 1.0 every minor release may break the ABI; after it, every
+    // major. The SONAME says so (`.so.0.<minor>`, then `.so.<major>`), and
+    // the ABI number changes with it: the minor before 1.0, the major times
+    // 1000 after it, so 0.1 and 1.0 never share a number.
+    let (abi, soname) = if major == 0 {
+        (minor, format!("libdsh_session.so.0.{minor}"))
+    } else {
+        (major * 1000, format!("libdsh_session.so.{major}"))
+    };
     println!("cargo:rustc-env=DSH_ABI_VERSION={abi}");
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=DSH_BLESS_HEADER");
 
-    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libdsh_session.so.{abi}");
+    match env::var("CARGO_CFG_TARGET_OS").as_deref() {
+        Ok("linux") => println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{soname}"),
+        Ok("macos") => {
+            // Mach-O's form of the same name: libdsh_session.0.1.dylib.
+            let name = soname.replacen(".so.", ".", 1) + ".dylib";
+            println!("cargo:rustc-cdylib-link-arg=-Wl,-install_name,@rpath/{name}");
+        }
+        _ => {}
     }
 
     let crate_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -37,6 +50,7 @@ fn main() {
     config.after_includes = Some(format!(
         "{}\n#define DSH_VERSION_MAJOR {major}\n#define DSH_VERSION_MINOR {minor}\n#define DSH_VERSION_PATCH {patch}\n\
          #define DSH_VERSION_STRING \"{version}\"\n#define DSH_VERSION_NUMBER {}\n#define DSH_ABI_VERSION {abi}\n\
+         /** The shared library's SONAME: a new one whenever the ABI may break. */\n#define DSH_SONAME \"{soname}\"\n\
          \n/** Initialiser for a `dsh_buf` the library has not filled yet. */\n#define DSH_BUF_INIT {{NULL, 0, 0}}\n",
         config.after_includes.clone().unwrap_or_default(),
         major * 1_000_000 + minor * 1_000 + patch

@@ -11,7 +11,8 @@
 # 2. objcopy -w --keep-global-symbol='dsh_*': every other defined symbol
 #    becomes local (undefined ones, libc's, stay as they are); the .llvmbc /
 #    .llvmcmd sections (embedded LLVM bitcode) go, as an LLVM plugin in ar or
-#    ld would otherwise try to read them;
+#    ld would otherwise try to read them; with -DSTRIP_DEBUG=ON the debug
+#    info goes too;
 # 3. ar: a one-member archive again (deterministic).
 cmake_minimum_required(VERSION 3.18)
 foreach(_v INPUT OUTPUT LD OBJCOPY AR)
@@ -34,7 +35,11 @@ function(_dsh_run)
 endfunction()
 
 _dsh_run("${LD}" -r --whole-archive "${INPUT}" -o "${_work}/whole.o")
-_dsh_run("${OBJCOPY}" -w "--keep-global-symbol=dsh_*"
+set(_strip)
+if(STRIP_DEBUG)
+  set(_strip --strip-debug)
+endif()
+_dsh_run("${OBJCOPY}" -w "--keep-global-symbol=dsh_*" ${_strip}
          --remove-section=.llvmbc --remove-section=.llvmcmd
          "${_work}/whole.o" "${_work}/dsh_session.o")
 file(REMOVE "${_work}/archive.a")

@@ -27,6 +27,8 @@
 #define DSH_VERSION_STRING "0.1.0"
 #define DSH_VERSION_NUMBER 1000
 #define DSH_ABI_VERSION 1
+/** The shared library's SONAME: a new one whenever the ABI may break. */
+#define DSH_SONAME "libdsh_session.so.0.1"
 
 /** Initialiser for a `dsh_buf` the library has not filled yet. */
 #define DSH_BUF_INIT {NULL, 0, 0}

@@ -2,12 +2,12 @@
 # The C packaging of dsh-session, end to end (docs/packaging.md):
 #
 #   1. cmake configure + build with DSH_CARGO_BUILD=ON (Ninja when present): the
-#      one cargo build of this script, CARGO_TARGET_DIR inside the build dir;
+#      one cargo build of this script, in the checkout's target/ (reused);
 #   2. ctest: the C suites (sample, round trip, ABI misuse, own-SQLite host,
 #      shared and static), header hygiene (C99, C11, C++17), the staged
 #      artifacts, and the valgrind runs (label valgrind);
 #   3. cmake --install to a temporary prefix; the installed artifacts: SONAME
-#      links, SONAME (from the header's DSH_ABI_VERSION), .so exports == the
+#      links, SONAME (the header's DSH_SONAME), .so exports == the
 #      header's functions and nothing else, archive globals only dsh_*;
 #   4. a separate CMake project (tests/packaging/consumer-cmake) with
 #      find_package(dsh_session CONFIG REQUIRED): dsh::session and
@@ -20,8 +20,8 @@
 # exits non-zero when anything failed. Installs missing Debian packages when
 # run as root. Environment:
 #   DSH_PACKAGING_BUILD_DIR   build directory (default build/packaging; reused, cargo is incremental)
-#   DSH_PACKAGING_CARGO_TARGET_DIR  cargo's target dir (default <build dir>/cargo); point it at
-#                             ./target after a `cargo build --release` to reuse that build
+#   DSH_PACKAGING_CARGO_TARGET_DIR  cargo's target dir (default ./target, so a `cargo build
+#                             --release` made before is reused)
 #   DSH_PACKAGING_CLEAN=1     delete that build directory first
 #   DSH_PACKAGING_KEEP=1      keep the temporary prefix and consumer builds
 set -uo pipefail
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 t0=$SECONDS
 build=${DSH_PACKAGING_BUILD_DIR:-$root/build/packaging}
-cargo_target=${DSH_PACKAGING_CARGO_TARGET_DIR:-$build/cargo}
+cargo_target=${DSH_PACKAGING_CARGO_TARGET_DIR:-$PWD/target}
 work=$(mktemp -d "${TMPDIR:-/tmp}/dsh-packaging-XXXXXX")
 logs=$work/logs
 mkdir -p "$logs"
@@ -100,11 +100,12 @@ fi
 command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || { fail "tools" "Rust (cargo) is required"; finish; }
 
 abi=$(sed -n 's/^#define DSH_ABI_VERSION \([0-9][0-9]*\)$/\1/p' include/dsh_session.h)
+soname=$(sed -n 's/^#define DSH_SONAME "\(.*\)"$/\1/p' include/dsh_session.h)
 version=$(sed -n 's/^#define DSH_VERSION_STRING "\(.*\)"$/\1/p' include/dsh_session.h)
 major=${version%%.*}
 minor=${version#*.}
 minor=${minor%%.*}
-echo "# dsh-session $version, ABI $abi (from include/dsh_session.h); build dir $build; temp $work"
+echo "# dsh-session $version, ABI $abi, SONAME $soname (from include/dsh_session.h); build dir $build; temp $work"
 
 # --- 1. configure + build (the one cargo build) --------------------------------------
 generator=()
@@ -171,7 +172,7 @@ consumer() { # consumer TAG PREFIX: configure, build and run tests/packaging/con
     local needed
     needed=$(readelf -d "$dir/consumer_shared" | sed -n 's/.*(NEEDED).*\[\(libdsh_session[^]]*\)\]/\1/p')
     expect "consumer-cmake ($tag): consumer_shared NEEDs $needed (the SONAME, no path)" \
-        test "$needed" = "libdsh_session.so.$abi"
+        test "$needed" = "$soname"
     expect "consumer-cmake ($tag): consumer_static needs no libdsh_session.so" \
         bash -c "! readelf -d '$dir/consumer_static' | grep -q 'NEEDED.*libdsh_session'"
 }

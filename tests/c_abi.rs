@@ -30,13 +30,13 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `DSH_ABI_VERSION` from the committed header (the SONAME is `libdsh_session.so.<abi>`).
-fn abi_version(header: &Path) -> String {
+/// `DSH_SONAME` from the committed header.
+fn soname(header: &Path) -> String {
     let text = fs::read_to_string(header).expect("read include/dsh_session.h");
     text.lines()
-        .find_map(|l| l.strip_prefix("#define DSH_ABI_VERSION "))
-        .map(|v| v.trim().to_string())
-        .expect("DSH_ABI_VERSION in include/dsh_session.h")
+        .find_map(|l| l.strip_prefix("#define DSH_SONAME "))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .expect("DSH_SONAME in include/dsh_session.h")
 }
 
 fn on_path(tool: &str) -> Option<PathBuf> {
@@ -49,14 +49,14 @@ fn flag(name: &str) -> bool {
     env::var(name).as_deref() == Ok("1")
 }
 
-/// The library's SONAME is `libdsh_session.so.<abi>`, so the test binary
+/// The library's SONAME is the header's `DSH_SONAME`, so the test binary
 /// needs that file name at run time; cargo only produces `libdsh_session.so`.
 /// Put a symlink into our own directory (atomically, so parallel runs are fine).
-fn soname_dir(lib_dir: &Path, lib: &Path, abi: &str) -> PathBuf {
+fn soname_dir(lib_dir: &Path, lib: &Path, soname: &str) -> PathBuf {
     let dir = lib_dir.join("c_abi");
     fs::create_dir_all(&dir).expect("create target/<profile>/c_abi");
-    let link = dir.join(format!("libdsh_session.so.{abi}"));
-    let tmp = dir.join(format!(".libdsh_session.so.{abi}.{}", std::process::id()));
+    let link = dir.join(soname);
+    let tmp = dir.join(format!(".{soname}.{}", std::process::id()));
     let _ = fs::remove_file(&tmp);
     std::os::unix::fs::symlink(lib, &tmp).expect("symlink the SONAME");
     fs::rename(&tmp, &link).expect("rename the SONAME symlink");
@@ -132,8 +132,8 @@ fn c_abi_misuse() {
         lib.display(),
         lib_dir.display()
     );
-    let abi = abi_version(&crate_dir().join("include/dsh_session.h"));
-    let out_dir = soname_dir(&lib_dir, &lib, &abi);
+    let soname = soname(&crate_dir().join("include/dsh_session.h"));
+    let out_dir = soname_dir(&lib_dir, &lib, &soname);
     let mut built = Vec::new();
 
     let bin = compile(&out_dir, &lib_dir, "abi_misuse", &[]);

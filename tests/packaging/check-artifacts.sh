@@ -3,8 +3,9 @@
 #
 # Checks the libraries in LIBDIR (a build's stage/lib or an installed
 # <prefix>/lib) against HEADER (dsh_session.h):
-#   - the files and SONAME links: libdsh_session.so -> .so.<ABI> -> .so.<version>, libdsh_session.a
-#   - readelf -d: SONAME is libdsh_session.so.<ABI> (<ABI> read from the header's DSH_ABI_VERSION)
+#   - the files and SONAME links: libdsh_session.so -> <SONAME> -> .so.<version>, libdsh_session.a
+#   - readelf -d: SONAME is the header's DSH_SONAME, libdsh_session.so.0.<minor> before 1.0
+#     and libdsh_session.so.<major> from 1.0 on
 #   - nm -D --defined-only: only dsh_* function symbols, no sqlite3_*, and
 #     exactly the dsh_* functions the header declares
 #   - nm on the archive: no global symbol outside dsh_*, every header function defined
@@ -25,30 +26,51 @@ check() { # check NAME DETAIL-IF-FAILED CONDITION...
 
 abi=$(sed -n 's/^#define DSH_ABI_VERSION \([0-9][0-9]*\)$/\1/p' "$header")
 version=$(sed -n 's/^#define DSH_VERSION_STRING "\(.*\)"$/\1/p' "$header")
-if [ -z "$abi" ] || [ -z "$version" ]; then
-    fail "header macros" "no DSH_ABI_VERSION / DSH_VERSION_STRING in $header"
+sonamefile=$(sed -n 's/^#define DSH_SONAME "\(.*\)"$/\1/p' "$header")
+if [ -z "$abi" ] || [ -z "$version" ] || [ -z "$sonamefile" ]; then
+    fail "header macros" "no DSH_ABI_VERSION / DSH_VERSION_STRING / DSH_SONAME in $header"
     echo "artifacts: $passed passed, $failed failed"
     exit 1
 fi
-echo "# $libdir against $header (version $version, ABI $abi)"
+echo "# $libdir against $header (version $version, ABI $abi, SONAME $sonamefile)"
+
+# The rule: any 0.x minor may break the ABI, then any major.
+major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+if [ "$major" = 0 ]; then
+    want_soname=libdsh_session.so.0.$minor want_abi=$minor
+else
+    want_soname=libdsh_session.so.$major want_abi=$((major * 1000))
+fi
+check "DSH_SONAME of $version is $want_soname" "the header says $sonamefile" \
+    test "$sonamefile" = "$want_soname"
+check "DSH_ABI_VERSION of $version is $want_abi" "the header says $abi" test "$abi" = "$want_abi"
 
 so=$libdir/libdsh_session.so
 real=$libdir/libdsh_session.so.$version
-soname_link=$libdir/libdsh_session.so.$abi
+soname_link=$libdir/$sonamefile
 archive=$libdir/libdsh_session.a
 
 check "libdsh_session.so.$version is a regular file" "missing or a symlink" \
     test -f "$real" -a ! -L "$real"
-check "libdsh_session.so.$abi -> libdsh_session.so.$version" "$(readlink "$soname_link" 2>&1)" \
+check "$sonamefile -> libdsh_session.so.$version" "$(readlink "$soname_link" 2>&1)" \
     test "$(readlink "$soname_link")" = "libdsh_session.so.$version"
-check "libdsh_session.so -> libdsh_session.so.$abi" "$(readlink "$so" 2>&1)" \
-    test "$(readlink "$so")" = "libdsh_session.so.$abi"
+check "libdsh_session.so -> $sonamefile" "$(readlink "$so" 2>&1)" \
+    test "$(readlink "$so")" = "$sonamefile"
 check "libdsh_session.a is a regular file" "missing" test -f "$archive" -a ! -L "$archive"
 
 # SONAME
 soname=$(readelf -d "$real" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-check "SONAME is libdsh_session.so.$abi" "readelf -d shows SONAME '${soname}'" \
-    test "$soname" = "libdsh_session.so.$abi"
+check "SONAME is $sonamefile" "readelf -d shows SONAME '${soname}'" \
+    test "$soname" = "$sonamefile"
+
+# Installed without debug info (DSH_STRIP_DEBUG, the default).
+for f in "$real" "$archive"; do
+    check "$(basename "$f") carries no debug info" "readelf -S lists .debug_info" \
+        bash -c "! readelf -S --wide '$f' 2>/dev/null | grep -q '\.debug_info'"
+done
+echo "# sizes: $(du -h "$real" "$archive" | awk '{printf "%s %s; ", $2, $1}')"
 
 # The functions the header declares (cbindgen writes each declaration's name on its first line).
 header_fns=$(grep -E '^[A-Za-z_][A-Za-z0-9_ *]*[ *]dsh_[A-Za-z0-9_]+\(' "$header" | grep -v '^typedef' |
