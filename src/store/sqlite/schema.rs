@@ -415,33 +415,16 @@ fn select_wal(conn: &Connection, memory: bool, started: Instant, busy: Duration)
     Ok(())
 }
 
-/// Fill `buf` with random bytes from `getrandom(2)`, else `/dev/urandom`.
+/// Fill `buf` with random bytes from the operating system's generator
+/// (the getrandom crate: `getrandom(2)` on Linux, `getentropy` on macOS, …).
 fn random_bytes(buf: &mut [u8]) -> Result<()> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes
-        // that lives for the whole call; getrandom writes at most that many.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n > 0 {
-            filled += n as usize;
-            continue;
-        }
-        if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        use std::io::Read;
-        return std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(rest))
-            .map_err(|e| {
-                Error::new(
-                    Status::Io,
-                    "io.sqlite",
-                    format!("cannot read random bytes: {e}"),
-                )
-            });
-    }
-    Ok(())
+    getrandom::fill(buf).map_err(|e| {
+        Error::new(
+            Status::Io,
+            "io.sqlite",
+            format!("cannot read random bytes: {e}"),
+        )
+    })
 }
 
 /// A random UUID v4 in lowercase hyphenated form.
