@@ -75,6 +75,13 @@ fn list_show_derive_and_stats_on_sqlite() {
         .map(|l| json(l)["seq"].as_u64().unwrap())
         .collect();
     assert_eq!(seqs, [4, 5, 6, 11]);
+    // `--to` is exclusive, as the C API's `to_seq`.
+    let (_, out, _) = run(&["--json", "show", db, "demo", "--from", "4", "--to", "6"]);
+    let seqs: Vec<u64> = out
+        .lines()
+        .map(|l| json(l)["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [4, 5]);
     let all = run(&["--json", "show", db, "demo"]).1;
     assert_eq!(all.lines().count(), 21);
     assert_eq!(

@@ -1,7 +1,7 @@
 //! The CLI cannot be turned against its store or its terminal: a child id
 //! goes through the library's id rules, one unreadable sessions row does
 //! not hide the others, and stored control characters never reach the
-//! terminal raw.
+//! terminal raw, and `--json` failures are one JSON object.
 
 mod cli_support;
 
@@ -84,4 +84,44 @@ fn stored_control_characters_are_escaped_in_human_output() {
     }
     let (_, out, _) = run(&["derive", s(&db), id]);
     assert!(!out.lines().any(|l| l.starts_with("fake line")), "{out}");
+}
+
+#[test]
+fn json_errors_are_one_documented_object_on_stderr() {
+    let dir = temp_dir("json-errors");
+    let db = dir.join("store.db");
+    make_store(&config("sqlite", &db, None));
+    let db = s(&db);
+
+    // A library refusal: every field, the session named.
+    let (code, out, err) = run(&["--json", "show", db, "nosuch"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(out.is_empty(), "{out}");
+    let e = &json(err.trim())["error"];
+    assert_eq!(e["exit"], 3);
+    assert_eq!(e["status"], "DSH_E_NOT_FOUND");
+    assert_eq!(e["code"], 6);
+    assert_eq!(e["rule"], "load.not-found");
+    assert_eq!(e["session"], "nosuch");
+    assert!(e["seq"].is_null());
+    assert!(e["file"].as_str().unwrap().ends_with("store.db"), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("load.not-found"));
+
+    // A missing store, and a bad command line: `exit` and `message` only.
+    let (code, _, err) = run(&["show", "--json", &format!("{db}.missing"), "x"]);
+    assert_eq!(code, 2);
+    assert_eq!(json(err.trim())["error"]["rule"], "cli.no-store");
+    let (code, _, err) = run(&["--json", "frobnicate"]);
+    assert_eq!(code, 64);
+    let e = &json(err.trim())["error"];
+    assert_eq!(e["exit"], 64);
+    assert!(e["message"].as_str().unwrap().contains("frobnicate"), "{e}");
+    assert!(e.get("rule").is_none());
+
+    // Without --json the same failure is one `error:` line.
+    let (_, _, err) = run(&["show", db, "nosuch"]);
+    assert!(
+        err.starts_with("error: ") && err.contains("load.not-found"),
+        "{err}"
+    );
 }

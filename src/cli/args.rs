@@ -117,7 +117,8 @@ pub struct ShowArgs {
     /// First seq shown.
     #[arg(long, value_name = "SEQ")]
     pub from: Option<u64>,
-    /// Last seq shown (inclusive).
+    /// The seq after the last one shown: `--from A --to B` shows
+    /// `A <= seq < B`, as `dsh_session_events(from_seq, to_seq)` does.
     #[arg(long, value_name = "SEQ")]
     pub to: Option<u64>,
     /// Only events of this type; a trailing `*` matches a prefix

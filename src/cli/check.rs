@@ -76,10 +76,10 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
             Some(id) => {
                 let session = verify_session(&mut *backend, id, &vocab);
                 if session.problems.iter().any(|p| p.rule == "load.not-found") {
-                    return Err(CliError {
-                        exit: EXIT_FAILED,
-                        message: format!("{}: session \"{id}\" not found", target.path.display()),
-                    });
+                    return Err(CliError::failed(
+                        EXIT_FAILED,
+                        format!("{}: session \"{id}\" not found", target.path.display()),
+                    ));
                 }
                 report.sessions.push(session);
             }

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::error::{Error, Status};
+use crate::json::Value;
 use crate::store::verify::seq_hint;
 use args::{Cli, Command};
 pub use target::Target;
@@ -43,15 +44,41 @@ pub struct CliError {
     pub exit: u8,
     /// The message (without the `error: ` prefix).
     pub message: String,
+    /// What the library said, when the failure is the library's (boxed:
+    /// it is rare, and keeps every `Result<_, CliError>` small).
+    pub library: Option<Box<LibraryFailure>>,
+}
+
+/// The parts of a library error a `--json` error object carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibraryFailure {
+    /// The C status.
+    pub status: Status,
+    /// The rule id.
+    pub rule: &'static str,
+    /// The library's own message.
+    pub message: String,
+    /// The file concerned.
+    pub file: String,
+    /// The session concerned.
+    pub session: Option<String>,
+    /// The seq concerned, when one is known.
+    pub seq: Option<u64>,
 }
 
 impl CliError {
+    /// A failure of the command itself (not of the library) with `exit`.
+    pub fn failed(exit: u8, message: impl Into<String>) -> CliError {
+        CliError {
+            exit,
+            message: message.into(),
+            library: None,
+        }
+    }
+
     /// An invalid command line ([`EXIT_USAGE`]).
     pub fn usage(message: impl Into<String>) -> CliError {
-        CliError {
-            exit: EXIT_USAGE,
-            message: message.into(),
-        }
+        CliError::failed(EXIT_USAGE, message)
     }
 
     /// A library error about `file` (and session `id`), with the exit status
@@ -60,7 +87,40 @@ impl CliError {
         CliError {
             exit: exit_status(e.status),
             message: describe(file, id, e),
+            library: Some(Box::new(LibraryFailure {
+                status: e.status,
+                rule: e.rule,
+                message: e.message.clone(),
+                file: file.display().to_string(),
+                session: id.map(str::to_string),
+                seq: seq_hint(e),
+            })),
         }
+    }
+
+    /// The `--json` form: `{"error": {"exit", "message", and for a library
+    /// failure "status", "code", "rule", "detail", "file", "session",
+    /// "seq"}}` (README, "The command-line tool").
+    pub fn to_json(&self) -> String {
+        let mut fields = vec![
+            ("exit", Value::num(f64::from(self.exit))),
+            ("message", Value::str(&self.message)),
+        ];
+        if let Some(l) = &self.library {
+            fields.extend([
+                ("status", Value::str(l.status.name())),
+                ("code", Value::num(f64::from(l.status.code()))),
+                ("rule", Value::str(l.rule)),
+                ("detail", Value::str(&l.message)),
+                ("file", Value::str(&l.file)),
+                (
+                    "session",
+                    l.session.as_deref().map_or(Value::Null, Value::str),
+                ),
+                ("seq", l.seq.map_or(Value::Null, |s| Value::num(s as f64))),
+            ]);
+        }
+        Value::obj([("error", Value::obj(fields))]).to_json()
     }
 }
 
@@ -124,8 +184,16 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() && args.iter().any(|a| a == "--json") => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid command line");
+            let message = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("{}", CliError::usage(message).to_json());
+            return EXIT_USAGE;
+        }
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
@@ -147,6 +215,10 @@ where
     };
     match result {
         Ok(code) => code,
+        Err(e) if ctx.json => {
+            eprintln!("{}", e.to_json());
+            e.exit
+        }
         Err(e) => {
             eprintln!("error: {}", output::terminal_safe(&e.message));
             e.exit

@@ -222,7 +222,7 @@ pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
     let shown = values.iter().enumerate().filter(|(i, e)| {
         let seq = *i as u64;
         let ty = get(e, "type").map(plain).unwrap_or_default();
-        seq >= from && seq <= to && type_matches(&a.types, &ty)
+        seq >= from && seq < to && type_matches(&a.types, &ty)
     });
     let mut out = Out::new();
     if ctx.json {

@@ -201,13 +201,10 @@ pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
         return Err(CliError::usage("SRC and DST are the same store"));
     }
     if dst_t.holds_data() && !a.into_existing {
-        return Err(CliError {
-            exit: EXIT_FAILED,
-            message: format!(
+        return Err(CliError::failed(EXIT_FAILED, format!(
                 "{}: the destination already holds data; pass --into-existing to add the sessions to that store",
                 dst_t.path.display()
-            ),
-        });
+            )));
     }
     let src_fail = |id: Option<&str>, e: &Error| CliError::library(&src_t.file_of(id), id, e);
     let mut src = src_t.open_existing().map_err(|e| src_fail(None, &e))?;
