@@ -217,36 +217,29 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) {
     return real_pwrite64(fd, buf, n, off);
 }
 
+/* fsync and fdatasync: `file_op` on a regular file, OP_DIRSYNC on a
+ * directory (whose good syncs and failures `dir_synced` follows). */
+static int sync_call(int fd, int file_op, int (*real)(int)) {
+    if (!armed(file_op) && !armed(OP_DIRSYNC)) return real(fd);
+    int op = fd_is_dir(fd) ? OP_DIRSYNC : file_op;
+    if (fd_hit(op, fd)) {
+        if (op == OP_DIRSYNC) dir_synced(fd, 0);
+        errno = EIO;
+        return -1;
+    }
+    int rc = real(fd);
+    if (op == OP_DIRSYNC && rc == 0 && fd_under_root(fd)) dir_synced(fd, 1);
+    return rc;
+}
+
 int fsync(int fd) {
     REAL(fsync);
-    if (armed(OP_FSYNC) || armed(OP_DIRSYNC)) {
-        int op = fd_is_dir(fd) ? OP_DIRSYNC : OP_FSYNC;
-        if (fd_hit(op, fd)) {
-            if (op == OP_DIRSYNC) dir_synced(fd, 0);
-            errno = EIO;
-            return -1;
-        }
-        int rc = real_fsync(fd);
-        if (op == OP_DIRSYNC && rc == 0 && fd_under_root(fd)) dir_synced(fd, 1);
-        return rc;
-    }
-    return real_fsync(fd);
+    return sync_call(fd, OP_FSYNC, real_fsync);
 }
 
 int fdatasync(int fd) {
     REAL(fdatasync);
-    if (armed(OP_FDATASYNC) || armed(OP_DIRSYNC)) {
-        int op = fd_is_dir(fd) ? OP_DIRSYNC : OP_FDATASYNC;
-        if (fd_hit(op, fd)) {
-            if (op == OP_DIRSYNC) dir_synced(fd, 0);
-            errno = EIO;
-            return -1;
-        }
-        int rc = real_fdatasync(fd);
-        if (op == OP_DIRSYNC && rc == 0 && fd_under_root(fd)) dir_synced(fd, 1);
-        return rc;
-    }
-    return real_fdatasync(fd);
+    return sync_call(fd, OP_FDATASYNC, real_fdatasync);
 }
 
 int ftruncate(int fd, off_t len) {
