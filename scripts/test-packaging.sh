@@ -155,6 +155,8 @@ for f in include/dsh_session.h lib/libdsh_session.a lib/pkgconfig/dsh-session.pc
     expect "installed $f" test -f "$prefix/$f"
 done
 expect "installed header == include/dsh_session.h" cmp -s include/dsh_session.h "$prefix/include/dsh_session.h"
+expect "installed bin/dsh-session --version says $version" \
+    bash -c "'$prefix/bin/dsh-session' --version | grep -qx 'dsh-session $version'"
 bash tests/packaging/check-artifacts.sh "$lib" "$prefix/include/dsh_session.h" >"$logs/artifacts.log" 2>&1
 count_checks "installed" "$logs/artifacts.log"
 echo "# readelf -d $lib/libdsh_session.so: $(readelf -d "$lib/libdsh_session.so" | grep SONAME | sed 's/  */ /g')"
@@ -213,6 +215,25 @@ step "cc \$(pkg-config --static --cflags --libs dsh-session-static)" bash -c \
 step "cc bindings/c/sample.c \$(pkg-config ... dsh-session) and run it" bash -c \
     "cc -std=c99 -Wall -Wextra -Werror bindings/c/sample.c \$(pkg-config --cflags --libs dsh-session) \
      -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/sample && $work/sample"
+
+# A Go module outside the repository that requires the binding (replace ->
+# this checkout), built through pkg-config against the moved prefix; the
+# rpath comes from CGO_LDFLAGS.
+if command -v go >/dev/null; then
+    gomod=$work/consumer-go
+    cp -r tests/packaging/consumer-go "$gomod"
+    step "consumer-go: go mod edit -replace the binding => $root/bindings/go" \
+        bash -c "cd '$gomod' && go mod edit -replace github.com/dsh-session/dsh-session/bindings/go='$root/bindings/go'"
+    step "consumer-go: go build (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig, CGO_LDFLAGS=-Wl,-rpath,<prefix>/lib)" \
+        env -C "$gomod" CGO_ENABLED=1 GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
+        "GOCACHE=${GOCACHE:-$root/target/go-cache}" "CGO_LDFLAGS=-Wl,-rpath,$moved/lib" \
+        go build -o "$work/consumer-go-bin" . &&
+        step "consumer-go: run it (no LD_LIBRARY_PATH)" env -u LD_LIBRARY_PATH "$work/consumer-go-bin" "$work"
+    goneeded=$(readelf -d "$work/consumer-go-bin" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(libdsh_session[^]]*\)\]/\1/p')
+    expect "consumer-go NEEDs $goneeded (the SONAME)" test "$goneeded" = "$soname"
+else
+    echo "# consumer-go SKIPPED: no go on PATH (scripts/test-go.sh installs it)"
+fi
 
 # The host that defines sqlite3_open itself, statically linked.
 host=bindings/c/tests/host_sqlite.c
