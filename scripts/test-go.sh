@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 . scripts/lib.sh
-ensure_commands cc:build-essential pkg-config:pkg-config readelf:binutils
+# Go from Debian (golang-go) when it is missing; any Go from 1.19 on works.
+ensure_commands cc:build-essential pkg-config:pkg-config readelf:binutils go:golang-go
 command -v go >/dev/null || { echo "the Go binding needs Go (go): https://go.dev/dl" >&2; exit 1; }
 
 if [ -n "${DSH_PREFIX:-}" ]; then

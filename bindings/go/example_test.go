@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log"
 
-	dshsession "dsh-session/bindings/go"
+	dshsession "github.com/dsh-session/dsh-session/bindings/go"
 )
 
 // text returns the text of a message's first text block.

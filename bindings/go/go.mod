@@ -1,3 +1,3 @@
-module dsh-session/bindings/go
+module github.com/dsh-session/dsh-session/bindings/go
 
 go 1.19
