@@ -217,6 +217,26 @@ impl Session {
     /// End a seed: what is in the log now is inherited (`firstLiveSeq`),
     /// and a `session/end-seed` marker follows unless the seed ends with
     /// one (lifecycle.md §3).
+    /// A stored log as it is, for reading (a read-only store): admitted
+    /// and folded as in restore mode, but no closer and no end-seed marker
+    /// is added, so its events are exactly the stored ones. Never append
+    /// to it.
+    pub fn from_stored(
+        id: &str,
+        header: Value,
+        events: Vec<Arc<Event>>,
+        markers: Markers,
+    ) -> Result<Session> {
+        seed::validate_header(&header, id)?;
+        let mut s = Session::bare(id, header, markers);
+        for (i, e) in events.into_iter().enumerate() {
+            seed::admit_event(&e, i, SeedMode::Restore)?;
+            s.push_seeded(e, i)?;
+        }
+        s.first_live_seq = s.log.len() as u64;
+        Ok(s)
+    }
+
     fn seal(&mut self, now: i64) -> Result<()> {
         self.first_live_seq = self.log.len() as u64;
         if self.log.last().is_some_and(|e| e.ty == END_SEED) {

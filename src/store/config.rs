@@ -42,6 +42,23 @@ pub struct StoreConfig {
     pub admission: Admission,
     /// The host's declared event types (`"eventTypes"`).
     pub vocabulary: Vocabulary,
+    /// How the backend is opened (`"readOnly"`, `"locking"`).
+    pub access: Access,
+}
+
+/// How a store opens its backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    /// `"readOnly": true`: a reader beside the store's writer, in this
+    /// process or another. It takes no lock and never writes: no repair,
+    /// no end-seed marker; create, append, fork and delete are refused
+    /// (`store.read-only`).
+    pub read_only: bool,
+    /// `"locking": "exclusive"` (SQLite): the writer keeps SQLite's
+    /// exclusive lock for its whole life, so its WAL index lives in its own
+    /// heap (no `-shm` mapping) and no reader can open the database beside
+    /// it. The default, `"shared"`, admits readers.
+    pub exclusive: bool,
 }
 
 impl StoreConfig {
@@ -56,6 +73,11 @@ impl StoreConfig {
 
 /// How long SQLite waits for another connection's lock (persistence.md §7.1).
 pub const SQLITE_BUSY_TIMEOUT_MS: u32 = 5000;
+
+/// How long a read-only SQLite open waits for the writer's lock: readers
+/// of a WAL database wait only while the writer holds it exclusively (a
+/// `"locking": "exclusive"` writer holds it for good).
+pub const SQLITE_READER_BUSY_TIMEOUT_MS: u32 = 1000;
 
 /// The default write-behind window.
 pub const DEFAULT_BATCH_WINDOW_MS: u64 = 25;
@@ -98,6 +120,7 @@ impl StoreConfig {
             batch_window_ms: DEFAULT_BATCH_WINDOW_MS,
             admission: Admission::default(),
             vocabulary: Vocabulary::default(),
+            access: Access::default(),
         };
         let Some(o) = object_or_null(text, "store configuration")? else {
             return Ok(config);
@@ -110,6 +133,8 @@ impl StoreConfig {
                 "batchWindowMs",
                 "admission",
                 "eventTypes",
+                "readOnly",
+                "locking",
             ];
             if !known.iter().any(|n| k == *n) {
                 return Err(config_error(format!(
@@ -164,6 +189,26 @@ impl StoreConfig {
             Some(Some("none")) => false,
             _ => return Err(config_error("compression must be \"zstd\" or \"none\"")),
         };
+        if let Some(r) = o.get("readOnly") {
+            config.access.read_only = r
+                .as_bool()
+                .ok_or_else(|| config_error("readOnly must be true or false"))?;
+        }
+        if let Some(l) = o.get("locking") {
+            config.access.exclusive = match l.as_str() {
+                Some("shared") => false,
+                Some("exclusive") => true,
+                _ => return Err(config_error("locking must be \"shared\" or \"exclusive\"")),
+            };
+            if backend != "sqlite" {
+                return Err(config_error("locking applies to the sqlite backend only"));
+            }
+        }
+        if config.access.read_only && backend == "memory" {
+            return Err(config_error(
+                "a memory store has no writer to read beside: readOnly needs sqlite or jsonl",
+            ));
+        }
         if backend != "jsonl" && o.contains_key("compression") {
             return Err(config_error(
                 "compression applies to the jsonl backend only",
@@ -190,20 +235,35 @@ impl StoreConfig {
 }
 
 impl BackendConfig {
-    /// Open the backend this configuration names.
+    /// Open the backend this configuration names, as its writer (shared
+    /// SQLite locking).
     pub fn open(&self) -> Result<Box<dyn Backend>> {
+        self.open_with(Access::default())
+    }
+
+    /// Open the backend this configuration names with `access`.
+    pub fn open_with(&self, access: Access) -> Result<Box<dyn Backend>> {
         match self {
             BackendConfig::Memory => Ok(Box::new(MemoryBackend::new())),
-            BackendConfig::Sqlite { path } => {
-                Ok(Box::new(SqliteBackend::open(path, SQLITE_BUSY_TIMEOUT_MS)?))
-            }
+            BackendConfig::Sqlite { path } if access.read_only => Ok(Box::new(
+                SqliteBackend::open_read_only(path, SQLITE_READER_BUSY_TIMEOUT_MS)?,
+            )),
+            BackendConfig::Sqlite { path } => Ok(Box::new(SqliteBackend::open_with_locking(
+                path,
+                SQLITE_BUSY_TIMEOUT_MS,
+                access.exclusive,
+            )?)),
             BackendConfig::Jsonl { path, zstd } => {
                 let compression = if *zstd {
                     Compression::Zstd
                 } else {
                     Compression::None
                 };
-                Ok(Box::new(JsonlBackend::open(path, compression)?))
+                if access.read_only {
+                    Ok(Box::new(JsonlBackend::open_read_only(path, compression)?))
+                } else {
+                    Ok(Box::new(JsonlBackend::open(path, compression)?))
+                }
             }
         }
     }

@@ -22,9 +22,14 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{Backend, Listed, Loaded, Stored, Torn};
-pub use config::{BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig};
+pub use config::{
+    Access, BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig,
+    SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
+};
 use restore::{check_stored_header, fast_event};
-pub use restore::{restore, restore_lenient, restore_taking, Finding, Restored};
+pub use restore::{
+    restore, restore_for_reading, restore_lenient, restore_taking, Finding, Restored,
+};
 pub use session::LiveSession;
 
 use crate::engine::seed::{self, SeedMode};
@@ -73,6 +78,8 @@ pub struct Store {
     writer: Writer,
     name: &'static str,
     policy: Policy,
+    /// Opened with `"readOnly": true`: reads only, beside the writer.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -81,6 +88,15 @@ impl std::fmt::Debug for Store {
             .field("backend", &self.name)
             .finish_non_exhaustive()
     }
+}
+
+/// `store.read-only`: `what` would write to a store opened read-only.
+fn read_only(what: &str) -> Error {
+    Error::new(
+        Status::Conflict,
+        "store.read-only",
+        format!("{what}: the store is open read-only (\"readOnly\": true); open it without readOnly to write"),
+    )
 }
 
 fn not_found(id: &str) -> Error {
@@ -95,7 +111,7 @@ impl Store {
     /// Open a store from its JSON configuration (`None` = memory).
     pub fn open(config: Option<&str>) -> Result<Arc<Store>> {
         let config = StoreConfig::parse(config)?;
-        let backend = config.backend.open()?;
+        let backend = config.backend.open_with(config.access)?;
         let name = backend.name();
         let backend: SharedBackend = Arc::new(Mutex::new(backend));
         let window = if name == "memory" {
@@ -113,6 +129,7 @@ impl Store {
             backend,
             name,
             policy: config.policy(),
+            read_only: config.access.read_only,
         }))
     }
 
@@ -184,6 +201,7 @@ impl Store {
     /// Create a session from `options` (c-api.md `dsh_session_create`).
     pub fn create(self: &Arc<Store>, options: Option<&str>) -> Result<Arc<LiveSession>> {
         let opts = CreateOptions::parse(options)?;
+        self.check_writable("create")?;
         let now = now_ms();
         let id = match &opts.id {
             Some(id) => {
@@ -224,6 +242,7 @@ impl Store {
         boundary: Option<&Value>,
         child_id: Option<String>,
     ) -> Result<Arc<LiveSession>> {
+        self.check_writable("fork")?;
         if let Some(id) = &child_id {
             config::check_session_id(id)?;
             self.check_new_id(id, "fork.child-exists")
@@ -297,6 +316,9 @@ impl Store {
                 format!("cannot open session \"{id}\" while it is open"),
             ));
         }
+        if self.read_only {
+            return self.open_for_reading(id);
+        }
         if let Some(keep) = window {
             if let Some(opened) = self.open_streaming(id, keep)? {
                 return Ok(opened);
@@ -329,6 +351,34 @@ impl Store {
         return_freed_memory();
         let live = self.register(session, true)?;
         Ok((live, restored.closers))
+    }
+
+    /// A read-only store's open: the stored log as it is, up to its last
+    /// complete record, nothing repaired or written (a windowed open reads
+    /// the whole log too).
+    fn open_for_reading(self: &Arc<Store>, id: &str) -> Result<Opened> {
+        let mut loaded = lock_backend(&self.backend)
+            .load(id)?
+            .ok_or_else(|| not_found(id))?;
+        let restored = restore_for_reading(id, &mut loaded, &self.policy.vocabulary)?;
+        drop(loaded);
+        return_freed_memory();
+        let live = self.register(restored.session, true)?;
+        Ok((live, Vec::new()))
+    }
+
+    /// Refuse `what` on a read-only store (`store.read-only`).
+    pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
+        if self.read_only {
+            Err(read_only(what))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// True for a store opened with `"readOnly": true`.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The windowed open of a clean, current-format log streamed from the
@@ -451,6 +501,7 @@ impl Store {
     /// Remove a stored session that is not open. Its queued writes (if a
     /// failed drain left any) are dropped with it.
     pub fn delete(&self, id: &str) -> Result<()> {
+        self.check_writable("delete")?;
         if self.lock().live.contains(id) {
             return Err(Error::new(
                 Status::Conflict,

@@ -31,7 +31,14 @@ pub struct Restored {
 /// The cold read pipeline (persistence.md §4.1) over a backend's read.
 /// Types outside `vocab` not marked `ignorable` refuse the log.
 pub fn restore(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Result<Restored> {
-    restore_events(id, loaded, loaded.events.clone(), vocab, None)
+    restore_events(
+        id,
+        loaded,
+        loaded.events.clone(),
+        vocab,
+        None,
+        Repair::Closers,
+    )
 }
 
 /// A rule a stored event breaks, passed over by [`restore_lenient`].
@@ -61,6 +68,7 @@ pub fn restore_lenient(
         loaded.events.clone(),
         vocab,
         Some(&mut findings),
+        Repair::Closers,
     )?;
     findings.sort_by_key(|f| f.seq);
     Ok((restored, findings))
@@ -70,7 +78,28 @@ pub fn restore_lenient(
 /// them (the open path: a session's whole log is not held twice).
 pub fn restore_taking(id: &str, loaded: &mut Loaded, vocab: &Vocabulary) -> Result<Restored> {
     let events = std::mem::take(&mut loaded.events);
-    restore_events(id, loaded, events, vocab, None)
+    restore_events(id, loaded, events, vocab, None, Repair::Closers)
+}
+
+/// [`restore_taking`] for a reader beside the writer (`"readOnly": true`):
+/// the stored log as it is, up to its last complete record (a torn tail is
+/// a write in progress: what was decoded of it is left out), with no
+/// closer and no end-seed marker.
+pub fn restore_for_reading(id: &str, loaded: &mut Loaded, vocab: &Vocabulary) -> Result<Restored> {
+    let mut events = std::mem::take(&mut loaded.events);
+    if let Some(torn) = loaded.torn.take() {
+        events.truncate(events.len() - torn.recovered);
+    }
+    restore_events(id, loaded, events, vocab, None, Repair::None)
+}
+
+/// Whether a restore appends what crash repair would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repair {
+    /// The closers and the end-seed marker (an open).
+    Closers,
+    /// Nothing: the log as stored (a reader).
+    None,
 }
 
 /// The stored events as engine events without value trees, when every one
@@ -230,6 +259,7 @@ fn restore_events(
     stored: Vec<Stored>,
     vocab: &Vocabulary,
     mut lenient: Option<&mut Vec<Finding>>,
+    repair: Repair,
 ) -> Result<Restored> {
     let header = &loaded.header;
     check_stored_header(id, header)?;
@@ -303,12 +333,23 @@ fn restore_events(
     } else if !known {
         upgrade::check_known_types(id, events.iter().map(|e| &**e), vocab)?;
     }
+    let stored = events.len();
+    let durable = stored - loaded.torn.as_ref().map_or(0, |t| t.recovered);
+    if repair == Repair::None {
+        let session =
+            Session::from_stored(id, header.clone(), events, Markers::Required).map_err(wrap)?;
+        return Ok(Restored {
+            session,
+            closers: Vec::new(),
+            durable,
+            stored,
+            as_stored,
+        });
+    }
     let closers: Vec<Arc<Event>> = repair::closers(events.iter().map(|e| &**e))
         .into_iter()
         .map(Arc::new)
         .collect();
-    let stored = events.len();
-    let durable = stored - loaded.torn.as_ref().map_or(0, |t| t.recovered);
     let mut all = events;
     all.extend(closers.iter().cloned());
     let session = Session::from_seed(

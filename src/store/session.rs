@@ -122,6 +122,7 @@ impl LiveSession {
         f: impl FnOnce(&mut Session, i64) -> Result<Vec<Arc<Event>>>,
     ) -> Result<Vec<Arc<Event>>> {
         self.check_reentrant()?;
+        self.store.check_writable("append")?;
         self.store.writer().reserve()?;
         let events = {
             let mut guard = self.lock()?;

@@ -73,8 +73,12 @@ struct LogState {
 pub struct JsonlBackend {
     root: PathBuf,
     compression: Compression,
-    /// The root directory, flocked for the backend's life.
-    _lock: File,
+    /// The root directory, flocked for the backend's life (a reader,
+    /// `"readOnly": true`, holds no lock).
+    _lock: Option<File>,
+    /// How logs are read: [`read::Reading::Prefix`] for a reader beside the
+    /// writer, which never writes.
+    reading: read::Reading,
     /// Known logs by session directory name.
     logs: HashMap<String, LogState>,
     /// Resync points of the logs read, by session directory name, so a
@@ -104,17 +108,52 @@ impl JsonlBackend {
         fsio::ensure_root(&root)?;
         let lock = fsio::lock_root(&root)?;
         layout::check_root_encoding(&root, compression)?;
-        Ok(JsonlBackend {
+        Ok(JsonlBackend::with(root, compression, Some(lock)))
+    }
+
+    /// Open the existing root `root` for reading beside its writer
+    /// (`"readOnly": true`): no lock, nothing created or written; a log
+    /// is read up to its last complete record, whatever the writer is
+    /// appending meanwhile. `store.not-found` when there is no root.
+    pub fn open_read_only(root: &Path, compression: Compression) -> Result<JsonlBackend> {
+        let root = std::path::absolute(root).map_err(|e| layout::io_error("io.stat", root, &e))?;
+        match std::fs::metadata(&root) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::new(
+                    Status::Io,
+                    "io.not-a-directory",
+                    format!("{} exists and is not a directory", root.display()),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::new(
+                    Status::NotFound,
+                    "store.not-found",
+                    format!("no JSONL store at {} to read", root.display()),
+                ))
+            }
+            Err(e) => return Err(layout::io_error("io.stat", &root, &e)),
+        }
+        layout::check_root_encoding(&root, compression)?;
+        let mut backend = JsonlBackend::with(root, compression, None);
+        backend.reading = read::Reading::Prefix;
+        Ok(backend)
+    }
+
+    fn with(root: PathBuf, compression: Compression, lock: Option<File>) -> JsonlBackend {
+        JsonlBackend {
             root,
             compression,
             _lock: lock,
+            reading: read::Reading::Stable,
             logs: HashMap::new(),
             marks: HashMap::new(),
             cursor: None,
             scratch: batch::Scratch::default(),
             hurry: None,
             half_published: HashMap::new(),
-        })
+        }
     }
 
     /// zstd worker threads for the write about to start: the machine's
@@ -413,7 +452,7 @@ impl Backend for JsonlBackend {
             return Ok(None);
         };
         let check = |h: &Value| self.check_identity(Some(id), h, &path);
-        let read = read::stable_read(&path, self.compression, check)?;
+        let read = read::stable_read(&path, self.compression, self.reading, check)?;
         let Some((decoded, revision)) = read else {
             return Ok(None);
         };

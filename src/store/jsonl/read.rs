@@ -33,28 +33,58 @@ pub struct Decoded {
     pub marks: Marks,
 }
 
+/// How a read treats a log that changes while it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// The stable-stat rule (persistence.md §6.6): the file must not change
+    /// at all during the read; the read is made again until it does not.
+    Stable,
+    /// A reader beside the log's writer (`"readOnly": true`): the bytes
+    /// the first stat saw are read, and the read stands when the file is
+    /// still the same file, at least that long (the writer only appends
+    /// to it). A record the writer is still writing reads as a torn tail.
+    Prefix,
+}
+
 /// The stable-stat rule (persistence.md §6.6) around one read of `path`:
-/// stat, `pass` over the opened file, stat again, retried until both stats
-/// give the same revision (`io.read-unstable` after [`STABLE_TRIES`]). A
-/// refusal from `pass` counts only when the file did not change under it.
-/// `None` when the file is absent. Returns what `pass` made and the
-/// revision.
-fn stable<T>(path: &Path, mut pass: impl FnMut(&File) -> Result<T>) -> Result<Option<(T, String)>> {
+/// stat, `pass` over the opened file (and the length to read, all of it
+/// for [`Reading::Stable`]), stat again, retried until both stats give the
+/// same revision, or for [`Reading::Prefix`] the same file at least as
+/// long (`io.read-unstable` after [`STABLE_TRIES`]). A refusal from `pass`
+/// counts only when the file did not change under it. `None` when the
+/// file is absent. Returns what `pass` made and the revision of what it
+/// read.
+fn stable<T>(
+    path: &Path,
+    reading: Reading,
+    mut pass: impl FnMut(&File, u64) -> Result<T>,
+) -> Result<Option<(T, String)>> {
+    use std::os::unix::fs::MetadataExt;
     for _ in 0..STABLE_TRIES {
         let Some(before) = layout::stat(path)? else {
             return Ok(None);
         };
+        let limit = match reading {
+            Reading::Stable => u64::MAX,
+            Reading::Prefix => before.size(),
+        };
         let read = match layout::open_read(path) {
-            Ok(file) => pass(&file),
+            Ok(file) => pass(&file, limit),
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => Err(io_error("io.read", path, &e)),
         };
         let Some(after) = layout::stat_at(Point::ReadRestat, path)? else {
             return Ok(None);
         };
-        let (before, after) = (revision_of(&before), revision_of(&after));
-        if before == after {
-            return read.map(|made| Some((made, after)));
+        let same = match reading {
+            Reading::Stable => revision_of(&before) == revision_of(&after),
+            Reading::Prefix => {
+                (before.dev(), before.ino()) == (after.dev(), after.ino())
+                    && after.size() >= before.size()
+            }
+        };
+        if same {
+            return read.map(|made| Some((made, revision_of(&before))));
         }
     }
     Err(Error::new(
@@ -67,32 +97,36 @@ fn stable<T>(path: &Path, mut pass: impl FnMut(&File) -> Result<T>) -> Result<Op
     ))
 }
 
-/// The log at `path` read under the stable-stat rule ([`stable`]) and
-/// decoded without holding the file: a plain log is scanned a block at a
-/// time as it is read (it is as long as its text); a zstd log is scanned
-/// for its frame structure a block at a time (refusing as [`scan_frames`]
-/// does, before anything is decoded), then each frame is read again by
-/// offset and decoded. `check` runs on the header before any event is
-/// scanned (the identity check).
+/// The log at `path` read under the stable-stat rule ([`stable`], as
+/// `reading` says) and decoded without holding the file: a plain log is
+/// scanned a block at a time as it is read (it is as long as its text); a
+/// zstd log is scanned for its frame structure a block at a time (refusing
+/// as [`scan_frames`] does, before anything is decoded), then each frame
+/// is read again by offset and decoded. `check` runs on the header before
+/// any event is scanned (the identity check).
 pub fn stable_read(
     path: &Path,
     compression: Compression,
+    reading: Reading,
     mut check: impl FnMut(&Value) -> Result<()>,
 ) -> Result<Option<(Decoded, String)>> {
-    stable(path, |file| match compression {
-        Compression::None => read_plain(file, path, &mut check),
-        Compression::Zstd => read_zstd(file, path, &mut check),
+    stable(path, reading, |file, limit| {
+        use std::io::Read;
+        let mut bytes = file.take(limit);
+        match compression {
+            Compression::None => read_plain(&mut bytes, path, &mut check),
+            Compression::Zstd => read_zstd(file, &mut bytes, path, &mut check),
+        }
     })
 }
 
 /// One pass of [`stable_read`] over a plain log: the header line, then the events,
 /// [`READ_BLOCK`] bytes of the file at a time.
 fn read_plain(
-    file: &File,
+    file: &mut impl std::io::Read,
     path: &Path,
     check: &mut impl FnMut(&Value) -> Result<()>,
 ) -> Result<Decoded> {
-    let mut file = file;
     let mut block = vec![0u8; READ_BLOCK];
     // The header line so far, until its end is read.
     let mut head = Vec::new();
@@ -101,7 +135,7 @@ fn read_plain(
     let mut marks = Marks::default();
     let mut total = 0;
     loop {
-        let n = fill_from(&mut file, &mut block, path)?;
+        let n = fill_from(file, &mut block, path)?;
         if n == 0 {
             break;
         }
@@ -167,15 +201,15 @@ fn is_one_line(plain: &[u8]) -> bool {
 /// One pass of [`stable_read`] over a zstd log.
 fn read_zstd(
     file: &File,
+    reader: &mut impl std::io::Read,
     path: &Path,
     check: &mut impl FnMut(&Value) -> Result<()>,
 ) -> Result<Decoded> {
     use std::os::unix::fs::FileExt;
-    let mut reader = file;
     let (frames, tail) = scan_stream(|buf| {
         let len = buf.len();
         buf.resize(len + READ_BLOCK, 0);
-        let n = fill_from(&mut reader, &mut buf[len..], path)?;
+        let n = fill_from(reader, &mut buf[len..], path)?;
         buf.truncate(len + n);
         Ok(n == 0)
     })?;

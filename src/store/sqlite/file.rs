@@ -62,16 +62,18 @@ impl Drop for FileLock {
 
 /// `sqlite.path-parent`: `mkdir -p` (0700), then a real, user-owned
 /// directory without group/other write permission.
-fn check_parent(path: &Path) -> Result<()> {
+fn check_parent(path: &Path, create: bool) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(parent)
-        .map_err(|e| io_err("cannot create database directory", parent, e))?;
+    if create {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| io_err("cannot create database directory", parent, e))?;
+    }
     let meta = std::fs::symlink_metadata(parent).map_err(|e| io_err("cannot stat", parent, e))?;
     if !meta.file_type().is_dir() || meta.uid() != euid() || meta.mode() & 0o022 != 0 {
         return Err(Error::new(
@@ -102,12 +104,40 @@ fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
     Ok(())
 }
 
+/// The identity `(dev, ino, birth_ns)` of the database a reader opens,
+/// after the path rules a writer checks, without creating or locking
+/// anything and without opening a descriptor of the file (closing one
+/// would drop the POSIX locks this process's SQLite connections hold on
+/// it). `store.not-found` when there is no database.
+pub fn identify(path: &Path) -> Result<(u64, u64, u128)> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(Error::new(
+                Status::NotFound,
+                "store.not-found",
+                format!("no database at {} to read", path.display()),
+            ))
+        }
+        Err(e) => return Err(io_err("cannot stat database", path, e)),
+    };
+    check_parent(path, false)?;
+    check_file(path, &meta)?;
+    let birth_ns = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Ok((meta.dev(), meta.ino(), birth_ns))
+}
+
 /// fsync the directory holding the database, so that the entries of the
 /// database file and its `-wal` are durable. SQLite syncs the directory
 /// when it creates a journal but ignores a failure of that sync, and never
-/// syncs it for the database file itself; with exclusive locking the WAL
-/// file lives as long as the connection, so one sync after it exists
-/// covers every later commit.
+/// syncs it for the database file itself. The WAL file lives as long as
+/// the writer's connection (SQLite resets it in place and deletes it only
+/// when the last connection closes), so one sync after it exists covers
+/// every later commit.
 pub fn sync_parent(path: &Path) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -126,7 +156,7 @@ pub fn sync_parent(path: &Path) -> Result<()> {
 /// take the exclusive lock (`store.locked`, `DSH_E_CONFLICT`, when another
 /// backend holds it, in this process or another).
 pub fn acquire(path: &Path) -> Result<FileLock> {
-    check_parent(path)?;
+    check_parent(path, true)?;
     let mut created = None;
     let meta = loop {
         match std::fs::symlink_metadata(path) {

@@ -111,6 +111,19 @@ impl SqliteBackend {
     /// §7.3), and take the exclusive writer lock (`store.locked`). A
     /// database that is refused is left unchanged.
     pub fn open(path: &Path, busy_timeout_ms: u32) -> Result<SqliteBackend> {
+        SqliteBackend::open_with_locking(path, busy_timeout_ms, false)
+    }
+
+    /// [`SqliteBackend::open`]; with `exclusive`, SQLite's exclusive
+    /// locking mode for the connection's life (`"locking": "exclusive"`):
+    /// the WAL index lives in this process's heap instead of a shared
+    /// mapping of the `-shm` file, and no reader can open the database
+    /// beside this writer.
+    pub fn open_with_locking(
+        path: &Path,
+        busy_timeout_ms: u32,
+        exclusive: bool,
+    ) -> Result<SqliteBackend> {
         let started = Instant::now();
         let busy = Duration::from_millis(u64::from(busy_timeout_ms));
         let memory = path.as_os_str() == ":memory:";
@@ -142,7 +155,7 @@ impl SqliteBackend {
         };
         backend.conn.busy_timeout(busy).map_err(sql_err)?;
         backend.conn.set_prepared_statement_cache_capacity(32);
-        let store_id = schema::configure(&mut backend.conn, memory, started, busy)?;
+        let store_id = schema::configure(&mut backend.conn, memory, exclusive, started, busy)?;
         if !memory {
             // The reads of `configure` opened (and so created) the WAL.
             file::sync_parent(path)?;
@@ -152,6 +165,47 @@ impl SqliteBackend {
             None => format!("memory:store:{store_id}"),
         };
         Ok(backend)
+    }
+
+    /// Open the database at `path` for reading beside its writer
+    /// (`"readOnly": true`): a read-only connection, no lock of this
+    /// library, no initialization, no write; each read is one read
+    /// transaction, so it sees one committed state. A writer in exclusive
+    /// locking mode admits no reader: `store.locked`.
+    pub fn open_read_only(path: &Path, busy_timeout_ms: u32) -> Result<SqliteBackend> {
+        let (dev, ino, birth_ns) = file::identify(path)?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql_err)?;
+        conn.busy_timeout(Duration::from_millis(u64::from(busy_timeout_ms)))
+            .map_err(sql_err)?;
+        conn.set_prepared_statement_cache_capacity(32);
+        let store_id = schema::configure_read_only(&conn).map_err(|e| {
+            if e.rule == "sqlite.busy" {
+                Error::new(
+                    Status::Conflict,
+                    "store.locked",
+                    format!(
+                        "database {} is held by a writer that admits no readers (\"locking\": \"exclusive\"): {}",
+                        path.display(),
+                        e.message
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+        Ok(SqliteBackend {
+            conn,
+            lock: None,
+            identity: format!("file:{dev}:{ino}:{birth_ns}:store:{store_id}"),
+            zstd: rows::compressor()?,
+            ahead: ahead::Ahead::default(),
+            hurry: None,
+            last_scan: None,
+        })
     }
 
     /// A whole-session read ended: remember what it found, for the repair

@@ -210,6 +210,7 @@ const CACHE_KIB: u32 = 256;
 pub fn configure(
     conn: &mut Connection,
     memory: bool,
+    exclusive: bool,
     started: Instant,
     busy: Duration,
 ) -> Result<String> {
@@ -233,12 +234,12 @@ pub fn configure(
     conn.execute_batch("PRAGMA foreign_keys = ON")
         .map_err(sql_err)?;
     check_or_initialize(conn)?;
-    if !memory {
-        // The store holds the database's writer lock for its life, so no
-        // other connection shares it: with exclusive locking, set before
-        // WAL mode is first used, the WAL index lives in this process's
-        // heap instead of a shared mapping of the `-shm` file, which a
-        // truncated or immutable `-shm` would turn into SIGBUS.
+    if !memory && exclusive {
+        // `"locking": "exclusive"`: no other connection may share the
+        // database. With exclusive locking, set before WAL mode is first
+        // used, the WAL index lives in this process's heap instead of a
+        // shared mapping of the `-shm` file, which a truncated or
+        // immutable `-shm` would turn into SIGBUS.
         let mode = first_value(conn, "PRAGMA locking_mode = EXCLUSIVE")?;
         if !matches!(&mode, Some(rusqlite::types::Value::Text(m)) if m == "exclusive") {
             return Err(pragma_err("locking_mode", format!("{mode:?}")));
@@ -265,6 +266,60 @@ pub fn configure(
         }
     };
     Ok(id)
+}
+
+/// The checks of [`configure`] a reader can make, on a read-only
+/// connection: the same pragmas where they only concern this connection,
+/// then, in one read transaction, the identity, the schema objects, WAL
+/// mode and the store id. Nothing is written.
+pub fn configure_read_only(conn: &Connection) -> Result<String> {
+    conn.execute_batch("PRAGMA trusted_schema = OFF; PRAGMA query_only = ON")
+        .map_err(sql_err)?;
+    if int_value(conn, "PRAGMA trusted_schema")? != 0 {
+        return Err(pragma_err("trusted_schema", 1));
+    }
+    first_value(conn, "PRAGMA mmap_size = 0")?;
+    conn.execute_batch(&format!("PRAGMA cache_size = -{CACHE_KIB}"))
+        .map_err(sql_err)?;
+    conn.execute_batch("BEGIN").map_err(sql_err)?;
+    let checked = (|| {
+        let version = int_value(conn, "PRAGMA user_version")?;
+        let app = int_value(conn, "PRAGMA application_id")?;
+        let objects = int_value(
+            conn,
+            "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'",
+        )?;
+        check_identity(
+            version,
+            app,
+            &format!("{objects} schema objects"),
+            objects > 0,
+        )?;
+        if version == 0 {
+            return Err(schema_err(
+                "sqlite.schema-unversioned",
+                "database was never initialized by a writer: nothing to read",
+            ));
+        }
+        validate_objects(conn)?;
+        match first_value(conn, "PRAGMA journal_mode")? {
+            Some(rusqlite::types::Value::Text(m)) if m.eq_ignore_ascii_case("wal") => {}
+            other => return Err(pragma_err("journal_mode", format!("{other:?}"))),
+        }
+        match first_value(
+            conn,
+            "SELECT store_id FROM persistence_state WHERE singleton = 1",
+        )? {
+            Some(rusqlite::types::Value::Text(id)) if is_uuid(&id) => Ok(id),
+            _ => Err(Error::new(
+                Status::Corrupt,
+                "sqlite.store-id",
+                "database has no valid store identity",
+            )),
+        }
+    })();
+    let _ = conn.execute_batch("COMMIT");
+    checked
 }
 
 /// The version and application-id verdict of step 4: a database of
