@@ -258,16 +258,36 @@ fn verify_repair_and_fork_on_sqlite() {
         .code(0)
         .stdout(contains("4 clean"));
 
-    // A store held by another process: every command answers 3.
+    // A store an app holds: the reading commands read beside it, the
+    // writing ones answer 3.
     let held = dsh_session::store::Store::open(Some(&config("sqlite", &path, None))).unwrap();
     cli(&["verify", db])
         .assert()
-        .code(3)
-        .stderr(contains("store.locked"));
+        .code(0)
+        .stdout(contains("4 clean"));
     cli(&["list", db])
+        .assert()
+        .code(0)
+        .stdout(contains("session-1"));
+    cli(&["show", db, "demo", "--to", "3"]).assert().code(0);
+    cli(&["fork", db, "demo", "--at", "20"])
         .assert()
         .code(3)
         .stderr(contains("store.locked"));
+    drop(held);
+    // A writer with "locking": "exclusive" admits no reader.
+    let exclusive = config("sqlite", &path, None).replacen('{', r#"{"locking":"exclusive","#, 1);
+    let held = dsh_session::store::Store::open(Some(&exclusive)).unwrap();
+    // (It holds SQLite's lock for good from its first write.)
+    let s = held.create(Some(r#"{"id":"w"}"#)).unwrap();
+    s.append("turn/start", r#"{"turn":1}"#, None).unwrap();
+    s.flush().unwrap();
+    cli(&["list", db])
+        .assert()
+        .code(3)
+        .stderr(contains("store.locked"))
+        .stderr(contains("exclusive"));
+    drop(s);
     drop(held);
     cli(&["list", db]).assert().code(0);
 }

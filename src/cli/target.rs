@@ -11,11 +11,7 @@ use crate::json::Value;
 use crate::store::jsonl::{Compression, JsonlBackend};
 use crate::store::sqlite::SqliteBackend;
 use crate::store::verify::jsonl_log_paths;
-use crate::store::Backend;
-
-/// How long an open waits for another connection's SQLite lock (the
-/// library's default, persistence.md §7.1).
-const SQLITE_BUSY_TIMEOUT_MS: u32 = 5000;
+use crate::store::{Backend, SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS};
 
 /// A store path and its backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,9 +99,11 @@ impl Target {
         }
     }
 
-    /// Open the backend of an existing store. Refuses (`cli.no-store`) a
-    /// path that does not exist, an empty SQLite file or a JSONL path that
-    /// is not a directory, so that reading never creates a store.
+    /// Open the backend of an existing store for reading, beside its
+    /// writer if an app holds it (the library's `"readOnly": true`: no
+    /// lock, no repair, no write). Refuses (`cli.no-store`) a path that
+    /// does not exist, an empty SQLite file or a JSONL path that is not a
+    /// directory, so that reading never creates a store.
     pub fn open_existing(&self) -> Result<Box<dyn Backend>, Error> {
         let meta = std::fs::metadata(&self.path);
         let ok = match (&meta, self.kind) {
@@ -124,7 +122,24 @@ impl Target {
                 format!("no store at {}: expected {what}", self.path.display()),
             ));
         }
-        self.open()
+        Ok(match self.kind {
+            BackendKind::Sqlite => Box::new(SqliteBackend::open_read_only(
+                &self.path,
+                SQLITE_READER_BUSY_TIMEOUT_MS,
+            )?),
+            BackendKind::Jsonl => Box::new(JsonlBackend::open_read_only(
+                &self.path,
+                self.compression(),
+            )?),
+        })
+    }
+
+    fn compression(&self) -> Compression {
+        if self.zstd {
+            Compression::Zstd
+        } else {
+            Compression::None
+        }
     }
 
     /// Open (creating when missing) the backend of this path.
@@ -133,14 +148,7 @@ impl Target {
             BackendKind::Sqlite => {
                 Box::new(SqliteBackend::open(&self.path, SQLITE_BUSY_TIMEOUT_MS)?)
             }
-            BackendKind::Jsonl => {
-                let compression = if self.zstd {
-                    Compression::Zstd
-                } else {
-                    Compression::None
-                };
-                Box::new(JsonlBackend::open(&self.path, compression)?)
-            }
+            BackendKind::Jsonl => Box::new(JsonlBackend::open(&self.path, self.compression())?),
         })
     }
 
