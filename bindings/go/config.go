@@ -32,6 +32,20 @@ const (
 	Reference Admission = "reference"
 )
 
+// Locking is a SQLite writer's locking mode (Config.Locking).
+type Locking string
+
+// The locking modes.
+const (
+	// Shared (the default) lets readers (Config.ReadOnly) open the database
+	// beside the writer.
+	Shared Locking = "shared"
+	// Exclusive keeps the writer's WAL index in its own memory (no -shm
+	// file another process could truncate); once it has written, no reader
+	// can open the database.
+	Exclusive Locking = "exclusive"
+)
+
 // WriteThrough, as Config.BatchWindow, writes each append to storage before
 // it returns (batchWindowMs 0).
 const WriteThrough time.Duration = -1
@@ -58,6 +72,12 @@ type Config struct {
 	// events that append accepts and every open reads. Names follow the core
 	// types' grammar; core types cannot be declared.
 	EventTypes []string
+	// ReadOnly opens the store as a reader beside its writer (in this
+	// process or another): no lock, no write, no repair; Create, Append,
+	// Fork and Delete fail with rule store.read-only. The store must exist.
+	ReadOnly bool
+	// Locking is Shared ("" means Shared) or Exclusive; SQLite writers only.
+	Locking Locking
 }
 
 func (c Config) json() ([]byte, error) {
@@ -76,7 +96,9 @@ func (c Config) json() ([]byte, error) {
 		BatchWindow *int64    `json:"batchWindowMs,omitempty"`
 		Admission   Admission `json:"admission,omitempty"`
 		EventTypes  []string  `json:"eventTypes,omitempty"`
-	}{c.Backend, c.Path, c.Compression, ms, c.Admission, c.EventTypes})
+		ReadOnly    bool      `json:"readOnly,omitempty"`
+		Locking     Locking   `json:"locking,omitempty"`
+	}{c.Backend, c.Path, c.Compression, ms, c.Admission, c.EventTypes, c.ReadOnly, c.Locking})
 }
 
 // CreateOptions configures Store.Create. The zero value creates an empty

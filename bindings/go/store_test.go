@@ -307,3 +307,35 @@ func TestOpenWindowed(t *testing.T) {
 		})
 	}
 }
+
+func TestReaderBesideWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "readers.db")
+	w := mustOpenStore(t, Config{Backend: SQLite, Path: path})
+	s := mustCreate(t, w, CreateOptions{ID: "r"})
+	turn(t, s, 1)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := mustOpenStore(t, Config{Backend: SQLite, Path: path, ReadOnly: true})
+	rs, err := r.Open("r")
+	if err != nil {
+		t.Fatalf("reader Open: %v", err)
+	}
+	events, err := rs.Events(0, ^uint64(0))
+	if err != nil || len(events) != 6 || len(rs.Repaired()) != 0 {
+		t.Fatalf("reader Events = %d events, %v; repaired %v", len(events), err, rs.Repaired())
+	}
+	var e *Error
+	if _, err := rs.Append("turn/start", map[string]int{"turn": 2}, nil); !errors.Is(err, ErrConflict) || !errors.As(err, &e) || e.Rule != "store.read-only" {
+		t.Fatalf("reader Append: %v", err)
+	}
+	if _, err := r.Create(CreateOptions{ID: "x"}); !errors.As(err, &e) || e.Rule != "store.read-only" {
+		t.Fatalf("reader Create: %v", err)
+	}
+	if err := rs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStore(Config{Backend: SQLite, Path: path, Locking: "none"}); err == nil {
+		t.Fatal("a bad Locking was accepted")
+	}
+}
