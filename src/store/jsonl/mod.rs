@@ -509,6 +509,7 @@ impl Backend for JsonlBackend {
         let end = stream::stream_log(
             &path,
             self.compression,
+            self.reading,
             |h| self.check_identity(Some(id), h, &path),
             &mut counted,
         )?;

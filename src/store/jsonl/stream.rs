@@ -10,6 +10,7 @@ use super::faults::{self, Point};
 use super::header::{read_header, Mode};
 use super::layout::{fill_from, io_error, revision_of, READ_BLOCK};
 use super::range::Marks;
+use super::read::Reading;
 use super::scan::{memchr, Scanner};
 use super::zstd_frames::{decode_frame, scan_frames, StreamDecoder, MAGIC};
 use super::Compression;
@@ -48,15 +49,28 @@ fn hand_on(
 
 /// Stream the events of the log at `path` to `sink` in batches. `check`
 /// runs on the header before any event is read. `Ok(None)`: the log is
-/// not clean (or changed while read); nothing about it is decided here.
+/// not clean (or changed while read, as `reading` counts a change; a
+/// reader reads the bytes the first stat saw); nothing about it is
+/// decided here.
 pub fn stream_log(
     path: &Path,
     compression: Compression,
+    reading: Reading,
     check: impl FnOnce(&Value) -> Result<()>,
     sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
 ) -> Result<Option<StreamEnd>> {
-    let mut file = super::layout::open_read(path).map_err(|e| io_error("io.open", path, &e))?;
-    let before = revision_of(&file.metadata().map_err(|e| io_error("io.stat", path, &e))?);
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let opened = super::layout::open_read(path).map_err(|e| io_error("io.open", path, &e))?;
+    let first = opened
+        .metadata()
+        .map_err(|e| io_error("io.stat", path, &e))?;
+    let before = revision_of(&first);
+    let limit = match reading {
+        Reading::Stable => u64::MAX,
+        Reading::Prefix => first.size(),
+    };
+    let mut file = opened.take(limit);
     let mut block = vec![0u8; READ_BLOCK];
     let mut plain = Vec::with_capacity(READ_BLOCK);
     let mut decoder = StreamDecoder::new()?;
@@ -165,11 +179,17 @@ pub fn stream_log(
         && scanner.at_line_start()
         && scanner.committed == scanner.consumed;
     let after = faults::hit(Point::StreamRestat, path).and_then(|()| std::fs::metadata(path));
-    let after = revision_of(&after.map_err(|e| io_error("io.stat", path, &e))?);
+    let after = after.map_err(|e| io_error("io.stat", path, &e))?;
+    let unchanged = match reading {
+        Reading::Stable => revision_of(&after) == before,
+        Reading::Prefix => {
+            (after.dev(), after.ino()) == (first.dev(), first.ino()) && after.size() >= first.size()
+        }
+    };
     match header {
-        Some(header) if clean && after == before => Ok(Some(StreamEnd {
+        Some(header) if clean && unchanged => Ok(Some(StreamEnd {
             header,
-            revision: after,
+            revision: before,
             marks,
         })),
         _ => Ok(None),
