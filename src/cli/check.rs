@@ -66,6 +66,7 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
     let target = Target::from_args(&a.store);
     let vocab = target.vocabulary()?;
     let mut report = StoreReport::default();
+    let bar = super::progress::spinner(ctx, &format!("verifying {}", target.path.display()));
     match target.open_existing() {
         // Locked by another process: the check could not run at all.
         Err(e) if exit_status(e.status) == EXIT_FAILED => {
@@ -92,6 +93,7 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
             }
         },
     }
+    bar.finish_and_clear();
     let worst = report.worst();
     let exit = exit_of(worst);
     let mut out = Out::new();

@@ -10,7 +10,9 @@
 pub mod args;
 mod check;
 mod output;
+mod progress;
 mod read;
+mod scan;
 mod target;
 mod write;
 

@@ -4,7 +4,7 @@
 
 use super::args::{DeriveArgs, ListArgs, ShowArgs, StatsArgs, StoreArgs};
 use super::output::{clip, get, iso_ms, message_text, plain, surface_text, table, Out};
-use super::{CliError, Ctx, Target, EXIT_OK};
+use super::{progress, scan, CliError, Ctx, Target, EXIT_OK};
 use crate::engine::derive::event_message;
 use crate::engine::event::{is_surface_type, TURN_END, TURN_START};
 use crate::engine::request::token_usage;
@@ -45,18 +45,23 @@ impl Opened {
         CliError::library(&self.target.file_of(id), id, e)
     }
 
+    /// `load.not-found` for session `id`.
+    pub fn not_found(&self, id: &str) -> CliError {
+        self.fail(
+            Some(id),
+            &Error::new(
+                Status::NotFound,
+                "load.not-found",
+                format!("session \"{id}\" not found"),
+            ),
+        )
+    }
+
     /// Read session `id` (`load.not-found` when absent).
     pub fn load(&mut self, id: &str) -> Result<Loaded, CliError> {
         match self.backend.load(id) {
             Ok(Some(loaded)) => Ok(loaded),
-            Ok(None) => Err(self.fail(
-                Some(id),
-                &Error::new(
-                    Status::NotFound,
-                    "load.not-found",
-                    format!("session \"{id}\" not found"),
-                ),
-            )),
+            Ok(None) => Err(self.not_found(id)),
             Err(e) => Err(self.fail(Some(id), &e)),
         }
     }
@@ -64,8 +69,11 @@ impl Opened {
     /// Read session `id` and rebuild it in memory (the open pipeline
     /// without writing), with notes about what `open` would repair.
     pub fn restore(&mut self, ctx: Ctx, id: &str) -> Result<(Loaded, Restored), CliError> {
+        let bar = progress::spinner(ctx, &format!("reading {id}"));
         let loaded = self.load(id)?;
-        let restored = restore(id, &loaded, &self.vocab).map_err(|e| self.fail(Some(id), &e))?;
+        let restored = restore(id, &loaded, &self.vocab);
+        bar.finish_and_clear();
+        let restored = restored.map_err(|e| self.fail(Some(id), &e))?;
         self.repair_notes(ctx, id, &loaded, &restored);
         Ok((loaded, restored))
     }
@@ -79,9 +87,11 @@ impl Opened {
         ctx: Ctx,
         id: &str,
     ) -> Result<(Loaded, Restored), CliError> {
+        let bar = progress::spinner(ctx, &format!("reading {id}"));
         let loaded = self.load(id)?;
-        let (restored, findings) =
-            restore_lenient(id, &loaded, &self.vocab).map_err(|e| self.fail(Some(id), &e))?;
+        let restored = restore_lenient(id, &loaded, &self.vocab);
+        bar.finish_and_clear();
+        let (restored, findings) = restored.map_err(|e| self.fail(Some(id), &e))?;
         for f in &findings {
             let rule = f.error.cause.unwrap_or(f.error.rule);
             ctx.note(&format!(
@@ -145,6 +155,7 @@ fn created_at(header: &Value) -> String {
 pub fn list(ctx: Ctx, a: &ListArgs) -> Result<u8, CliError> {
     let mut o = Opened::new(&a.store)?;
     let rows = o.backend.list().map_err(|e| o.fail(None, &e))?;
+    let bar = progress::sessions(ctx, rows.len());
     let mut out = Out::new();
     let mut json = Vec::new();
     let mut lines = Vec::new();
@@ -154,15 +165,15 @@ pub fn list(ctx: Ctx, a: &ListArgs) -> Result<u8, CliError> {
         item.insert_str("id", Value::str(&id));
         item.insert_str("header", row.header.clone());
         item.insert_str("revision", Value::str(&row.revision));
-        let (events, turn, note) = match o.backend.load(&id) {
-            Ok(Some(l)) => {
-                item.insert_str("events", Value::num(l.events.len() as f64));
-                let values = l.values();
-                item.insert_str("openTurn", open_turn(&values).unwrap_or_default());
-                item.insert_str("tornTail", Value::Bool(l.torn.is_some()));
-                let note = if l.torn.is_some() { "torn tail" } else { "" };
-                let turn = open_turn(&values).map_or_else(|| "-".to_string(), |t| plain(&t));
-                (l.events.len().to_string(), turn, note.to_string())
+        bar.set_message(id.clone());
+        let (events, turn, note) = match scan::summary(&mut *o.backend, &id, &mut |_| {}) {
+            Ok(Some(sum)) => {
+                item.insert_str("events", Value::num(sum.events as f64));
+                item.insert_str("openTurn", sum.open_turn.clone().unwrap_or_default());
+                item.insert_str("tornTail", Value::Bool(sum.torn));
+                let note = if sum.torn { "torn tail" } else { "" };
+                let turn = sum.open_turn.map_or_else(|| "-".to_string(), |t| plain(&t));
+                (sum.events.to_string(), turn, note.to_string())
             }
             Ok(None) => ("-".into(), "-".into(), "not found".into()),
             Err(e) => {
@@ -174,6 +185,7 @@ pub fn list(ctx: Ctx, a: &ListArgs) -> Result<u8, CliError> {
                 ("-".into(), "-".into(), format!("unreadable: {}", e.rule))
             }
         };
+        bar.inc(1);
         json.push(Value::Object(item));
         let revision = short_revision(&row.revision).to_string();
         lines.push(vec![
@@ -185,6 +197,7 @@ pub fn list(ctx: Ctx, a: &ListArgs) -> Result<u8, CliError> {
             note,
         ]);
     }
+    bar.finish_and_clear();
     if ctx.json {
         out.line(&Value::Array(json).to_json());
     } else if lines.is_empty() {
@@ -209,20 +222,29 @@ fn type_matches(types: &[String], ty: &str) -> bool {
 /// `show`.
 pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
     let mut o = Opened::new(&a.store)?;
-    let loaded = o.load(&a.id)?;
-    if loaded.torn.is_some() {
+    let from = a.from.unwrap_or(0);
+    let to = a.to.unwrap_or(u64::MAX);
+    // Only the range is kept, never the whole log.
+    let bar = progress::reading(ctx, &a.id);
+    let seekable = o.target.kind == super::args::BackendKind::Sqlite;
+    let read = scan::range(&mut *o.backend, &a.id, (from, to), seekable, &mut |n| {
+        bar.inc(n)
+    });
+    bar.finish_and_clear();
+    let (values, torn) = match read {
+        Ok(Some(read)) => read,
+        Ok(None) => return Err(o.not_found(&a.id)),
+        Err(e) => return Err(o.fail(Some(&a.id), &e)),
+    };
+    if torn {
         ctx.note(&format!(
             "session \"{}\" has a torn tail after the events shown",
             a.id
         ));
     }
-    let from = a.from.unwrap_or(0);
-    let to = a.to.unwrap_or(u64::MAX);
-    let values = loaded.values();
-    let shown = values.iter().enumerate().filter(|(i, e)| {
-        let seq = *i as u64;
+    let shown = values.iter().enumerate().filter(|(_, e)| {
         let ty = get(e, "type").map(plain).unwrap_or_default();
-        seq >= from && seq < to && type_matches(&a.types, &ty)
+        type_matches(&a.types, &ty)
     });
     let mut out = Out::new();
     if ctx.json {
@@ -242,7 +264,13 @@ pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
             }
             let data = get(e, "data").map(Value::to_json).unwrap_or_default();
             let ty = get(e, "type").map(plain).unwrap_or_default();
-            vec![i.to_string(), time, ty, flags, clip(&data, 120)]
+            vec![
+                (from + i as u64).to_string(),
+                time,
+                ty,
+                flags,
+                clip(&data, 120),
+            ]
         })
         .collect();
     for line in table(&["SEQ", "TIME", "TYPE", "SURFACE", "DATA"], &rows, &[true]) {

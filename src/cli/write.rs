@@ -4,10 +4,9 @@
 
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
 use super::args::{ConvertArgs, ForkArgs, RepairArgs};
 use super::output::{get, plain, table, Out};
+use super::progress;
 use super::read::Opened;
 use super::{CliError, Ctx, Target, EXIT_FAILED, EXIT_OK};
 use crate::engine::Event;
@@ -42,8 +41,11 @@ fn open_store(target: &Target) -> Result<std::sync::Arc<Store>, CliError> {
 pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
     let id = a.id.as_str();
     let mut o = Opened::new(&a.store)?;
+    let bar = progress::spinner(ctx, &format!("reading {id}"));
     let loaded = o.load(id)?;
-    let restored = restore(id, &loaded, &o.vocab).map_err(|e| o.fail(Some(id), &e))?;
+    let restored = restore(id, &loaded, &o.vocab);
+    bar.finish_and_clear();
+    let restored = restored.map_err(|e| o.fail(Some(id), &e))?;
     let backend = o.backend.name();
     let target = o.target.clone();
     // Release the store's lock before the library opens it.
@@ -131,7 +133,10 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
 pub fn fork(ctx: Ctx, a: &ForkArgs) -> Result<u8, CliError> {
     let id = a.id.as_str();
     let mut o = Opened::new(&a.store)?;
-    let loaded = o.load(id)?;
+    let bar = progress::spinner(ctx, &format!("reading {id}"));
+    let loaded = o.load(id);
+    bar.finish_and_clear();
+    let loaded = loaded?;
     if a.at >= loaded.events.len() as u64 {
         let e = Error::new(
             Status::InvalidArgument,
@@ -178,20 +183,6 @@ pub fn fork(ctx: Ctx, a: &ForkArgs) -> Result<u8, CliError> {
     Ok(EXIT_OK)
 }
 
-fn progress_bar(ctx: Ctx) -> ProgressBar {
-    if ctx.quiet {
-        return ProgressBar::hidden();
-    }
-    // Hidden by indicatif itself when stderr is not a terminal.
-    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template(
-        "{msg:20!} [{bar:24}] {human_pos}/{human_len} events, eta {eta}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
-}
-
 /// `convert`.
 pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
     let started = Instant::now();
@@ -230,7 +221,7 @@ pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
     let dst_fail = |id: Option<&str>, e: &Error| CliError::library(&dst_t.file_of(id), id, e);
     let mut dst = dst_t.open().map_err(|e| dst_fail(None, &e))?;
     check_absent(&mut *dst, &ids).map_err(|e| dst_fail(None, &e))?;
-    let bar = progress_bar(ctx);
+    let bar = progress::events(ctx);
     let mut done: Vec<(String, usize)> = Vec::new();
     for id in &ids {
         bar.set_message(format!("{id} (reading)"));
