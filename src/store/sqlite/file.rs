@@ -75,33 +75,69 @@ fn check_parent(path: &Path, create: bool) -> Result<()> {
             .map_err(|e| io_err("cannot create database directory", parent, e))?;
     }
     let meta = std::fs::symlink_metadata(parent).map_err(|e| io_err("cannot stat", parent, e))?;
-    if !meta.file_type().is_dir() || meta.uid() != euid() || meta.mode() & 0o022 != 0 {
-        return Err(Error::new(
+    let d = parent.display();
+    let fault = if meta.file_type().is_symlink() {
+        Some(format!(
+            "{d} is a symbolic link; give the path through the directory it points to"
+        ))
+    } else if !meta.file_type().is_dir() {
+        Some(format!("{d} is not a directory"))
+    } else if meta.uid() != euid() {
+        Some(format!(
+            "{d} belongs to uid {}, not to this user ({}); use a directory of your own",
+            meta.uid(),
+            euid()
+        ))
+    } else if meta.mode() & 0o022 != 0 {
+        Some(format!(
+            "{d} is writable by others (mode {:o}); fix it with `chmod go-w {d}`",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match fault {
+        Some(fault) => Err(Error::new(
             Status::Io,
             "sqlite.path-parent",
-            format!(
-                "database parent {} must be a real, user-owned, non-shared directory",
-                parent.display()
-            ),
-        ));
+            format!("database parent must be a real directory of this user that nobody else can write: {fault}"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `sqlite.path-file`: a regular non-symlink file owned by the user with no
 /// group/other permission bits.
 fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
-    if !meta.file_type().is_file() || meta.uid() != euid() || meta.mode() & 0o077 != 0 {
-        return Err(Error::new(
+    let p = path.display();
+    let fault = if meta.file_type().is_symlink() {
+        Some(format!(
+            "{p} is a symbolic link; open the file it points to"
+        ))
+    } else if !meta.file_type().is_file() {
+        Some(format!("{p} is not a regular file"))
+    } else if meta.uid() != euid() {
+        Some(format!(
+            "{p} belongs to uid {}, not to this user ({})",
+            meta.uid(),
+            euid()
+        ))
+    } else if meta.mode() & 0o077 != 0 {
+        Some(format!(
+            "{p} can be read or written by others (mode {:o}; a copy such as a `VACUUM INTO` backup often is); fix it with `chmod 600 {p}`",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match fault {
+        Some(fault) => Err(Error::new(
             Status::Io,
             "sqlite.path-file",
-            format!(
-                "database {} must be a regular user-only file",
-                path.display()
-            ),
-        ));
+            format!("database must be a regular file only this user can read and write: {fault}"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The identity `(dev, ino, birth_ns)` of the database a reader opens,

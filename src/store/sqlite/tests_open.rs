@@ -226,6 +226,39 @@ fn a_directory_at_the_path_and_a_symlinked_parent_are_refused() {
     assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
 }
 
+/// The permission refusals say what they found and how to fix it: a
+/// 0644 copy of a database, a 0775 parent, a symlinked parent.
+#[test]
+fn permission_refusals_name_the_fix() {
+    let dir = TempDir::new("path-fixes");
+    let store = SqliteBackend::open(&dir.db(), 100).unwrap();
+    drop(store);
+    std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = SqliteBackend::open(&dir.db(), 100).unwrap_err();
+    assert_eq!(err.rule, "sqlite.path-file");
+    assert!(
+        err.message.contains("mode 644") && err.message.contains("chmod 600"),
+        "{}",
+        err.message
+    );
+    std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let err = SqliteBackend::open(&dir.db(), 100).unwrap_err();
+    assert_eq!(err.rule, "sqlite.path-parent");
+    assert!(
+        err.message.contains("mode 775") && err.message.contains("chmod go-w"),
+        "{}",
+        err.message
+    );
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let link = dir.0.join("link");
+    std::os::unix::fs::symlink(&dir.0, &link).unwrap();
+    let err = SqliteBackend::open(&link.join("store.db"), 100).unwrap_err();
+    assert_eq!(err.rule, "sqlite.path-parent");
+    assert!(err.message.contains("symbolic link"), "{}", err.message);
+    assert!(SqliteBackend::open(&dir.db(), 100).is_ok());
+}
+
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }
