@@ -37,3 +37,6 @@ echo "quickstart ran"
 
 echo "==> packaging: CMake package, pkg-config, static archive, C suites (reuses the release build)"
 DSH_PACKAGING_CARGO_TARGET_DIR=$PWD/target ./scripts/test-packaging.sh
+
+echo "==> README: every code block, each shell block twice"
+./scripts/test-readme.sh
