@@ -24,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-PKG=$REPO/bindings/swift
+PKG=$REPO
 
 ROOT=${DSH_SWIFT_CHROOT:-/var/cache/dsh-swift-trixie}
 SUITE=trixie
@@ -231,6 +231,16 @@ fi
 mkdir -p "$SCRATCH"
 echo "$TOOLCHAIN" >"$SCRATCH/.dsh-toolchain"
 
+# The out-of-tree consumer: tests/packaging/consumer-swift with this checkout
+# as its dependency and the README's Swift block as its program.
+CONSUMER=$STAGE_DIR/consumer-swift
+mkdir -p "$CONSUMER/Sources/consumer"
+sed -e "s#@REPO@#$REPO#" -e "s#@REPO_ID@#$(basename "$REPO" | tr '[:upper:]' '[:lower:]')#" \
+    tests/packaging/consumer-swift/Package.swift.in >"$CONSUMER/Package.swift"
+awk '/^```swift$/ { inside = 1; next } inside && /^```$/ { exit } inside { print }' README.md \
+    >"$CONSUMER/Sources/consumer/main.swift"
+[ -s "$CONSUMER/Sources/consumer/main.swift" ] || die "no Swift block in README.md"
+
 stage "swift build + swift test in the chroot ($PKG)"
 t_swift=$SECONDS
 # shellcheck disable=SC2016  # expanded inside the namespace / chroot
@@ -256,7 +266,8 @@ unshare --mount --propagation private -- bash -c '
         mount --bind "$d" "$root$d"; mounted+=("$root$d")
     done
     chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 \
-        PKG_CONFIG_PATH="$pcdir" PKG="$pkg" NEED_GLIBC="$need_glibc" JOBS="$jobs" LOG="$log" /bin/bash -c '"'"'
+        PKG_CONFIG_PATH="$pcdir" PKG="$pkg" NEED_GLIBC="$need_glibc" JOBS="$jobs" LOG="$log" \
+        CONSUMER="$(dirname "$log")/consumer-swift" /bin/bash -c '"'"'
         set -euo pipefail
         libdir=$(pkg-config --variable=libdir dsh-session)
         echo "pkg-config dsh-session: $(pkg-config --cflags --libs dsh-session)"
@@ -275,6 +286,13 @@ unshare --mount --propagation private -- bash -c '
         # XCTest only: without this flag swift test also runs swift-testing,
         # whose "0 tests passed" would be the last line.
         swift test "${flags[@]}" --disable-swift-testing 2>&1 | tee "$LOG"
+        # A package outside the repository that depends on it by path, whose
+        # program is the Swift block of README.md.
+        cd "$CONSUMER"
+        swift build "${flags[@]}"
+        echo "consumer (the README block):"
+        swift run "${flags[@]}" consumer | tee "$LOG.consumer"
+        grep -qxF "[\"hi\"]" "$LOG.consumer" || { echo "the README block printed something else" >&2; exit 1; }
     '"'"'
 ' test-swift "$ROOT" "$PKG" "$PCDIR" "$NEED_GLIBC" "$JOBS" "$STAGE_DIR/swift-test.log" "${BINDS[@]}" || rc=$?
 t_swift=$((SECONDS - t_swift))

@@ -135,3 +135,48 @@ public struct BatchItem: Encodable, Hashable, Sendable {
         self.init(type, data: try JSONValue(encoding: data), intent: intent)
     }
 }
+
+/// A shape the library's output was expected to have.
+struct UnexpectedShape: Error, CustomStringConvertible {
+    let description: String
+}
+
+extension Event {
+    /// The event the library wrote as `text`, its `data` in stored key order.
+    init(libraryText text: String) throws {
+        try self.init(json: try JSONValue(parsing: text))
+    }
+
+    /// The events of a JSON array the library wrote, in stored key order.
+    static func list(libraryText text: String) throws -> [Event] {
+        guard let items = try JSONValue(parsing: text).arrayValue else {
+            throw DshError.decode("[Event]", UnexpectedShape(description: "not an array"))
+        }
+        return try items.map(Event.init(json:))
+    }
+
+    init(json v: JSONValue) throws {
+        func bad(_ what: String) -> DshError {
+            DshError.decode("Event", UnexpectedShape(description: what))
+        }
+        guard let o = v.objectValue else { throw bad("not an object") }
+        guard let type = o["type"]?.stringValue else { throw bad("no type") }
+        guard let seq = o["seq"]?.intValue, let time = o["time"]?.intValue else { throw bad("no seq or time") }
+        var op: SurfaceOp?
+        switch o["surfaceOp"] {
+        case nil, .null?: op = nil
+        case .string("append")?: op = .append
+        case let value?:
+            guard value["op"]?.stringValue == "replace", let start = value["start"]?.intValue,
+                  let end = value["end"]?.intValue else { throw bad("unknown surfaceOp \(value)") }
+            op = .replace(start: start, end: end)
+        }
+        let sources = try o["sourceEventSeqs"].map { value -> [Int] in
+            guard let seqs = value.arrayValue?.compactMap(\.intValue), seqs.count == value.arrayValue?.count
+            else { throw bad("bad sourceEventSeqs") }
+            return seqs
+        }
+        self.init(type: type, seq: seq, time: time, data: o["data"] ?? .null, sourceEventSeqs: sources,
+                  surfaceOp: op, ignorable: o["ignorable"]?.boolValue)
+    }
+}

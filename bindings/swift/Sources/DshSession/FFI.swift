@@ -128,3 +128,14 @@ enum ABICheck {
         if let error { throw error }
     }
 }
+
+/// Runs a blocking library call on a dispatch thread and resumes the caller
+/// when it is done, so that no thread of Swift's cooperative pool waits for
+/// the disk.
+func offload<T>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global(qos: .userInitiated).async {
+            continuation.resume(with: Result { try body() })
+        }
+    }
+}

@@ -216,7 +216,7 @@ public final class Session: @unchecked Sendable {
     ///   (`json.*`), `.conflict` (`append.reentrant`), `.closed`, `.io`.
     @discardableResult
     public func append(_ type: String, data: JSONValue, intent: Intent? = nil) throws -> Event {
-        try append(type, dataJSON: try encodeJSON(data, what: "data"), intentJSON: try intentText(intent))
+        try append(type, dataJSON: data.jsonString(), intentJSON: try intentText(intent))
     }
 
     /// Appends one event whose data is any `Encodable` value (e.g. a `Message`).
@@ -229,7 +229,7 @@ public final class Session: @unchecked Sendable {
     @discardableResult
     public func append(_ type: String, dataJSON: String, intentJSON: String? = nil) throws -> Event {
         let text = try appendJSON(type, dataJSON: dataJSON, intentJSON: intentJSON)
-        return try decodeJSON(Event.self, from: Data(text.utf8))
+        return try Event(libraryText: text)
     }
 
     /// `append`, returning the committed event as the library's JSON text.
@@ -243,7 +243,7 @@ public final class Session: @unchecked Sendable {
     @discardableResult
     public func appendBatch(_ items: [BatchItem]) throws -> [Event] {
         let text = try appendBatchJSON(try encodeJSON(items, what: "batch"))
-        return try decodeJSON([Event].self, from: Data(text.utf8))
+        return try Event.list(libraryText: text)
     }
 
     /// `appendBatch` with the batch as JSON text
@@ -260,16 +260,16 @@ public final class Session: @unchecked Sendable {
     ///
     /// - Throws: the `DshError` that `append` would throw.
     public func validate(_ type: String, data: JSONValue, intent: Intent? = nil) throws -> Event {
-        let text = try validateJSON(type, dataJSON: try encodeJSON(data, what: "data"),
+        let text = try validateJSON(type, dataJSON: data.jsonString(),
                                     intentJSON: try intentText(intent))
-        return try decodeJSON(Event.self, from: Data(text.utf8))
+        return try Event(libraryText: text)
     }
 
     /// `validate` for any `Encodable` data.
     public func validate<T: Encodable>(_ type: String, data: T, intent: Intent? = nil) throws -> Event {
         let text = try validateJSON(type, dataJSON: try encodeJSON(data, what: "data"),
                                     intentJSON: try intentText(intent))
-        return try decodeJSON(Event.self, from: Data(text.utf8))
+        return try Event(libraryText: text)
     }
 
     /// `validate` with JSON text in and out.
@@ -285,6 +285,17 @@ public final class Session: @unchecked Sendable {
         _ = try withHandle { session in try ffiCall { dsh_session_flush(session, $0) } }
     }
 
+    /// `flush()` without blocking the calling task's thread: it waits for
+    /// the disk.
+    public func flush() async throws {
+        try await offload { try self.flush() }
+    }
+
+    /// `fork(at:id:)` on a thread of its own: a fork writes the child's log.
+    public func fork(at boundary: Int? = nil, id: String? = nil) async throws -> Session {
+        try await offload { try self.fork(at: boundary, id: id) }
+    }
+
     // MARK: Reading
 
     /// The session's id, header, length, surface generation and open turn.
@@ -295,7 +306,7 @@ public final class Session: @unchecked Sendable {
     /// The events with `from <= seq < to` (`to` nil: up to the end).
     public func events(from: Int = 0, to: Int? = nil) throws -> [Event] {
         let text = try eventsJSON(from: from, to: to)
-        return try decodeJSON([Event].self, from: Data(text.utf8))
+        return try Event.list(libraryText: text)
     }
 
     /// `events` as the library's JSON text.

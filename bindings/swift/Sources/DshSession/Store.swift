@@ -40,15 +40,30 @@ public struct StoreConfig: Encodable, Hashable, Sendable {
     /// The host's own event types (`"myapp/note"`): log-only events that
     /// append accepts and every open reads. Core types cannot be declared.
     public var eventTypes: [String]?
+    /// A reader beside the store's writer (in this process or another): no
+    /// lock, no write, no repair; creating, appending, forking and deleting
+    /// throw `.conflict` (`store.read-only`). The store must exist.
+    public var readOnly: Bool?
+    /// SQLite writers: `.shared` (the default) admits readers beside the
+    /// writer; `.exclusive` keeps the WAL index out of shared memory.
+    public var locking: Locking?
+
+    /// A SQLite writer's locking mode.
+    public enum Locking: String, Encodable, Sendable {
+        case shared, exclusive
+    }
 
     public init(backend: Backend, path: String? = nil, compression: Compression? = nil, batchWindowMs: Int? = nil,
-                admission: Admission? = nil, eventTypes: [String]? = nil) {
+                admission: Admission? = nil, eventTypes: [String]? = nil, readOnly: Bool? = nil,
+                locking: Locking? = nil) {
         self.backend = backend
         self.path = path
         self.compression = compression
         self.batchWindowMs = batchWindowMs
         self.admission = admission
         self.eventTypes = eventTypes
+        self.readOnly = readOnly
+        self.locking = locking
     }
 
     /// An in-memory store.
@@ -306,6 +321,25 @@ public final class Store: @unchecked Sendable {
             let result = try decodeJSON(Opened.self, from: data)
             return (result.header, result.repaired)
         }
+    }
+
+    // MARK: Async variants of the calls that may block for long
+
+    /// Opens a store without blocking the calling task's thread: a store's
+    /// open may read and check a large database first.
+    public static func open(_ config: StoreConfig = .memory) async throws -> Store {
+        try await offload { try Store(config) }
+    }
+
+    /// `openSession(_:)` on a thread of its own: opening reads and checks
+    /// the whole log, seconds for a large session.
+    public func openSession(_ id: String) async throws -> Session {
+        try await offload { try self.openSession(id) }
+    }
+
+    /// `openSessionWindowed(_:window:)` on a thread of its own.
+    public func openSessionWindowed(_ id: String, window: Int? = nil) async throws -> Session {
+        try await offload { try self.openSessionWindowed(id, window: window) }
     }
 
     /// The stored sessions.

@@ -86,7 +86,7 @@ final class ConcurrencyTests: XCTestCase {
                         try shared.append("plugin/task", data: ["task": .number(Double(n)), "i": .number(Double(i))])
                         await Task.yield()
                     }
-                    try s.flush()
+                    try await s.flush()
                     try s.close()
                     return s.id
                 }
@@ -96,13 +96,13 @@ final class ConcurrencyTests: XCTestCase {
             return ids
         }
         XCTAssertEqual(Set(ids), Set((0..<tasks).map { "task-\($0)" }))
-        try shared.flush()
+        try await shared.flush()
         XCTAssertEqual(try shared.info().length, tasks * 10)
         XCTAssertEqual(try store.list().count, tasks + 1)
 
         // Every task's session reads back from the database.
         for n in 0..<tasks {
-            let s = try store.openSession("task-\(n)")
+            let s = try await store.openSession("task-\(n)")
             XCTAssertEqual(try s.derive().map(\.id), ["u1", "a1", "t1", "a2"])
             XCTAssertEqual(s.repaired, [])
         }
