@@ -24,7 +24,7 @@ mod tests_faults;
 #[cfg(test)]
 mod tests_layout;
 #[cfg(test)]
-mod tests_more;
+mod tests_scan_paths;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;

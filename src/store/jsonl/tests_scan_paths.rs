@@ -1,4 +1,4 @@
-//! More JSONL tests (docs/tests-checklist.md, jsonl.spec rows): records
+//! JSONL scanning and paths (docs/tests-checklist.md, jsonl.spec rows): records
 //! split across read blocks, a bad packed row in the tail, shared project
 //! directories, ids that cannot name a path, and file-system faults that
 //! must surface instead of reading as absence.

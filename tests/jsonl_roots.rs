@@ -1,5 +1,6 @@
-//! More persistence behaviours of the reference's tests
-//! (docs/tests-checklist.md, jsonl.spec rows) through the C ABI.
+//! JSONL store roots through the C ABI (docs/tests-checklist.md, jsonl.spec
+//! rows): a relative root, revisions across roots and reopens, ignorable
+//! events named like storage tags, a file where a session directory goes.
 //!
 //! One test changes the process's working directory; every other test of
 //! this file uses absolute paths only.

@@ -1,6 +1,7 @@
-//! Persistence behaviours of the reference's tests that the other suites
-//! did not pin yet (docs/tests-checklist.md, the persistence sections),
-//! through the C ABI.
+//! A stored session's lifecycle through the C ABI (docs/tests-checklist.md,
+//! the persistence sections): ids released by abandoned sessions, closes
+//! that drain, inspecting a live open turn, header-only logs, a seq gap
+//! bounding the prefix, concurrent sessions' buffers, refused configs.
 
 mod support;
 
