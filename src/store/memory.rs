@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::backend::{header_id, Backend, Listed, Loaded, Stored as StoredEvent, Torn};
+use super::seqs::check_log_ends;
 use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -117,38 +118,4 @@ impl Backend for MemoryBackend {
         }
         self.append(header, events, false)
     }
-}
-
-/// [`check_contiguous`] for a session's log, whose events carry their
-/// index as seq by construction: its first and last event must continue
-/// the stored log (O(1), so a fork's shared seed is not walked).
-pub fn check_log_ends(id: &str, next: u64, events: &Log) -> Result<()> {
-    let n = events.len();
-    match (events.first(), events.last()) {
-        (Some(first), Some(last)) if first.seq == next && last.seq == next + n as u64 - 1 => Ok(()),
-        (None, _) => Ok(()),
-        _ => check_contiguous(id, next, events),
-    }
-}
-
-/// `persist.append-seq-mismatch`: a batch must continue the stored log at `next`.
-pub fn check_contiguous<'a>(
-    id: &str,
-    next: u64,
-    events: impl IntoIterator<Item = &'a Arc<Event>>,
-) -> Result<()> {
-    for (i, e) in events.into_iter().enumerate() {
-        if e.seq != next + i as u64 {
-            return Err(Error::new(
-                Status::Conflict,
-                "persist.append-seq-mismatch",
-                format!(
-                    "append seq mismatch for \"{id}\": expected {} at index {i}, got {}",
-                    next + i as u64,
-                    e.seq
-                ),
-            ));
-        }
-    }
-    Ok(())
 }

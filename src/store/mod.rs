@@ -12,6 +12,7 @@ mod faults;
 pub mod jsonl;
 pub mod memory;
 mod restore;
+pub mod seqs;
 mod session;
 pub mod sqlite;
 pub mod verify;

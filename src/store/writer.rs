@@ -405,7 +405,7 @@ impl Writer {
             // A session's own log is contiguous by construction: its ends
             // must continue the stored log, and it is handed over shared.
             Batch::Log(log) => {
-                crate::store::memory::check_log_ends(id, next_seq, log).and_then(|()| {
+                crate::store::seqs::check_log_ends(id, next_seq, log).and_then(|()| {
                     lock_backend(&self.shared.backend).append_log(&header, log, !materialized)
                 })
             }
@@ -525,7 +525,7 @@ impl Drop for Writer {
 
 /// `persist.append-seq-mismatch`: a batch must continue the stored log.
 fn check_continues(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
-    crate::store::memory::check_contiguous(id, next, events)
+    crate::store::seqs::check_contiguous(id, next, events)
 }
 
 /// What a synchronous write takes: a few appended events, or a whole log.

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::backend::{slice_of, Backend, Listed, Loaded, Stored, Streamed, Torn};
-use super::memory::check_contiguous;
+use super::seqs::check_contiguous;
 use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
