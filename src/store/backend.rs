@@ -182,10 +182,6 @@ pub trait Backend: Send {
     /// anything was stored under `id`.
     fn delete(&mut self, id: &str) -> Result<bool>;
 
-    /// The writer's count of waiting flushes: while one waits, a backend
-    /// may use spare cores for the write in progress. The default ignores it.
-    fn set_hurry(&mut self, _hurry: Arc<super::writer::Hurry>) {}
-
     /// Cut the torn tail at `torn.marker` (if any), then append `events`
     /// durably. `events` starts with the `torn.recovered` events (when
     /// there are any), followed by repair closers and the end-seed marker.

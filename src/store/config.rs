@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::Backend;
+use super::hurry::Hurry;
 use super::jsonl::{Compression, JsonlBackend};
 use super::memory::MemoryBackend;
 use super::sqlite::SqliteBackend;
@@ -238,21 +239,28 @@ impl BackendConfig {
     /// Open the backend this configuration names, as its writer (shared
     /// SQLite locking).
     pub fn open(&self) -> Result<Box<dyn Backend>> {
-        self.open_with(Access::default())
+        self.open_with(Access::default(), None)
     }
 
-    /// Open the backend this configuration names with `access`.
-    pub fn open_with(&self, access: Access) -> Result<Box<dyn Backend>> {
+    /// Open the backend this configuration names with `access`; a writer's
+    /// backend counts the store's waiting flushes in `hurry`.
+    pub fn open_with(&self, access: Access, hurry: Option<Arc<Hurry>>) -> Result<Box<dyn Backend>> {
         match self {
             BackendConfig::Memory => Ok(Box::new(MemoryBackend::new())),
             BackendConfig::Sqlite { path } if access.read_only => Ok(Box::new(
                 SqliteBackend::open_read_only(path, SQLITE_READER_BUSY_TIMEOUT_MS)?,
             )),
-            BackendConfig::Sqlite { path } => Ok(Box::new(SqliteBackend::open_with_locking(
-                path,
-                SQLITE_BUSY_TIMEOUT_MS,
-                access.exclusive,
-            )?)),
+            BackendConfig::Sqlite { path } => {
+                let mut b = SqliteBackend::open_with_locking(
+                    path,
+                    SQLITE_BUSY_TIMEOUT_MS,
+                    access.exclusive,
+                )?;
+                if let Some(h) = hurry {
+                    b.set_hurry(h);
+                }
+                Ok(Box::new(b))
+            }
             BackendConfig::Jsonl { path, zstd } => {
                 let compression = if *zstd {
                     Compression::Zstd
@@ -260,10 +268,13 @@ impl BackendConfig {
                     Compression::None
                 };
                 if access.read_only {
-                    Ok(Box::new(JsonlBackend::open_read_only(path, compression)?))
-                } else {
-                    Ok(Box::new(JsonlBackend::open(path, compression)?))
+                    return Ok(Box::new(JsonlBackend::open_read_only(path, compression)?));
                 }
+                let mut b = JsonlBackend::open(path, compression)?;
+                if let Some(h) = hurry {
+                    b.set_hurry(h);
+                }
+                Ok(Box::new(b))
             }
         }
     }

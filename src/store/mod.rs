@@ -9,6 +9,7 @@ mod config;
 pub mod convert;
 #[cfg(test)]
 mod faults;
+pub mod hurry;
 pub mod jsonl;
 pub mod memory;
 mod restore;
@@ -112,7 +113,10 @@ impl Store {
     /// Open a store from its JSON configuration (`None` = memory).
     pub fn open(config: Option<&str>) -> Result<Arc<Store>> {
         let config = StoreConfig::parse(config)?;
-        let backend = config.backend.open_with(config.access)?;
+        let hurry = Arc::new(hurry::Hurry::default());
+        let backend = config
+            .backend
+            .open_with(config.access, Some(hurry.clone()))?;
         let name = backend.name();
         let backend: SharedBackend = Arc::new(Mutex::new(backend));
         let window = if name == "memory" {
@@ -126,7 +130,7 @@ impl Store {
                 next_id: 0,
                 observer: None,
             }),
-            writer: Writer::new(backend.clone(), window),
+            writer: Writer::with_hurry(backend.clone(), window, hurry),
             backend,
             name,
             policy: config.policy(),

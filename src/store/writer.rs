@@ -35,6 +35,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::backend::Backend;
+pub use super::hurry::Hurry;
 use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result};
@@ -63,62 +64,6 @@ pub type SharedBackend = Arc<Mutex<Box<dyn Backend>>>;
 /// invariant the next call could trip over: every write is a transaction).
 pub fn lock_backend(b: &SharedBackend) -> MutexGuard<'_, Box<dyn Backend>> {
     b.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// How many flushes are waiting for the writer. The writer hands it to its
-/// backend ([`Backend::set_hurry`]): while a flush waits, whoever asked for
-/// it is blocked anyway and the backend may use spare cores for the write
-/// in progress; otherwise appends may be running and it must not.
-#[derive(Debug, Default)]
-pub struct Hurry {
-    waiting: Mutex<usize>,
-    changed: Condvar,
-}
-
-impl Hurry {
-    fn count(&self) -> MutexGuard<'_, usize> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Whether a flush is waiting now.
-    pub fn is_on(&self) -> bool {
-        *self.count() > 0
-    }
-
-    /// Block until a flush is waiting or `done()` holds (re-checked at
-    /// every [`Hurry::poke`]).
-    pub fn wait_for(&self, done: impl Fn() -> bool) {
-        let mut waiting = self.count();
-        while *waiting == 0 && !done() {
-            waiting = self
-                .changed
-                .wait(waiting)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Wake [`Hurry::wait_for`] callers to re-check their condition.
-    pub fn poke(&self) {
-        let _waiting = self.count();
-        self.changed.notify_all();
-    }
-
-    /// Count a waiting flush until the guard drops.
-    pub(crate) fn enter(&self) -> Waiting<'_> {
-        *self.count() += 1;
-        self.changed.notify_all();
-        Waiting(self)
-    }
-}
-
-/// A flush counted in [`Hurry`].
-pub(crate) struct Waiting<'a>(&'a Hurry);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        let mut waiting = self.0.count();
-        *waiting = waiting.saturating_sub(1);
-    }
 }
 
 struct State {
@@ -234,15 +179,26 @@ pub struct Writer {
 impl Writer {
     /// A writer over `backend` with a batch window (0 = write in the append).
     pub fn new(backend: SharedBackend, window_ms: u64) -> Writer {
+        Writer::with_hurry(backend, window_ms, Arc::new(Hurry::default()))
+    }
+
+    /// [`Writer::new`] that counts waiting flushes in `hurry`, the hint
+    /// the store gave the backend when it opened it.
+    pub fn with_hurry(backend: SharedBackend, window_ms: u64, hurry: Arc<Hurry>) -> Writer {
         let limits = Limits {
             events: HIGH_WATER_EVENTS,
             bytes: HIGH_WATER_BYTES,
         };
-        Writer::with_limits(backend, window_ms, limits)
+        Writer::with_limits(backend, window_ms, limits, hurry)
     }
 
-    /// [`Writer::new`] with other high-water marks (tests).
-    fn with_limits(backend: SharedBackend, window_ms: u64, limits: Limits) -> Writer {
+    /// [`Writer::with_hurry`] with other high-water marks (tests).
+    fn with_limits(
+        backend: SharedBackend,
+        window_ms: u64,
+        limits: Limits,
+        hurry: Arc<Hurry>,
+    ) -> Writer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 sessions: HashMap::new(),
@@ -262,9 +218,8 @@ impl Writer {
             done: Condvar::new(),
             backend,
             window: Duration::from_millis(window_ms),
-            hurry: Arc::new(Hurry::default()),
+            hurry,
         });
-        lock_backend(&shared.backend).set_hurry(shared.hurry.clone());
         let thread = (window_ms > 0).then(|| {
             let shared = shared.clone();
             std::thread::Builder::new()

@@ -156,6 +156,12 @@ impl JsonlBackend {
         }
     }
 
+    /// Count the store's waiting flushes in `hurry` (the writer's hint:
+    /// with a flush waiting, a write may use every core).
+    pub fn set_hurry(&mut self, hurry: Arc<Hurry>) {
+        self.hurry = Some(hurry);
+    }
+
     /// zstd worker threads for the write about to start: the machine's
     /// cores (at most 4) while a flush waits, or without a writer (the
     /// caller waits for the write either way); none while appends may run,
@@ -377,10 +383,6 @@ impl JsonlBackend {
 impl Backend for JsonlBackend {
     fn name(&self) -> &'static str {
         "jsonl"
-    }
-
-    fn set_hurry(&mut self, hurry: Arc<Hurry>) {
-        self.hurry = Some(hurry);
     }
 
     fn list(&mut self) -> Result<Vec<Listed>> {

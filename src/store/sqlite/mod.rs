@@ -208,6 +208,12 @@ impl SqliteBackend {
         })
     }
 
+    /// Count the store's waiting flushes in `hurry` (the writer's hint:
+    /// with a flush waiting, a write may use a helper thread).
+    pub fn set_hurry(&mut self, hurry: Arc<Hurry>) {
+        self.hurry = Some(hurry);
+    }
+
     /// A whole-session read ended: remember what it found, for the repair
     /// that may follow, and hand back the pages it read.
     fn read_done(&mut self, last: LastScan) {
@@ -555,10 +561,6 @@ impl Backend for SqliteBackend {
         sessions::bump_revision(&tx, id)?;
         insert_records(&tx, id, &records, &mut self.zstd, job.as_deref())?;
         tx.commit().map_err(sql_err)
-    }
-
-    fn set_hurry(&mut self, hurry: Arc<Hurry>) {
-        self.hurry = Some(hurry);
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {

@@ -184,7 +184,12 @@ fn limited(
     windowed: bool,
 ) -> (Writer, SharedBackend, Arc<AtomicBool>) {
     let (_, backend, fail, _, header) = setup(60_000);
-    let w = Writer::with_limits(backend.clone(), 60_000, Limits { events, bytes });
+    let w = Writer::with_limits(
+        backend.clone(),
+        60_000,
+        Limits { events, bytes },
+        Arc::new(Hurry::default()),
+    );
     w.track(header_id(&header), &header, None, windowed);
     (w, backend, fail)
 }
