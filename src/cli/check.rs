@@ -7,9 +7,8 @@ use super::{
     exit_status, CliError, Ctx, Target, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK, EXIT_REPAIRABLE,
 };
 use crate::json::Value;
-use crate::store::verify::{
-    jsonl_session_ids, verify_session, verify_store, Problem, Severity, StoreReport,
-};
+use crate::store::jsonl::session_ids as jsonl_session_ids;
+use crate::store::verify::{verify_session, verify_store, Problem, Severity, StoreReport};
 
 fn status_word(worst: Option<Severity>) -> &'static str {
     match worst {

@@ -10,7 +10,6 @@ use crate::error::{Error, Status};
 use crate::json::Value;
 use crate::store::jsonl::{Compression, JsonlBackend};
 use crate::store::sqlite::SqliteBackend;
-use crate::store::verify::jsonl_log_paths;
 use crate::store::{Backend, SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS};
 
 /// A store path and its backend.
@@ -55,7 +54,7 @@ impl Target {
         });
         let zstd = match compression {
             Some(c) => c == CompressionKind::Zstd,
-            None => detect_zstd(path),
+            None => crate::store::jsonl::detect_compression(path) == Compression::Zstd,
         };
         Target {
             path: path.to_path_buf(),
@@ -189,8 +188,11 @@ impl Target {
     /// the database file.
     pub fn file_of(&self, id: Option<&str>) -> PathBuf {
         if self.kind == BackendKind::Jsonl {
-            if let Some(log) = id.and_then(|id| jsonl_log_paths(&self.path, id).into_iter().next())
-            {
+            if let Some(log) = id.and_then(|id| {
+                crate::store::jsonl::log_paths(&self.path, id)
+                    .into_iter()
+                    .next()
+            }) {
                 return log;
             }
         }
@@ -204,28 +206,4 @@ impl Target {
             _ => self.path == other.path,
         }
     }
-}
-
-/// The encoding of the logs under a JSONL root: raw when every log found
-/// is `session.jsonl` (or a flat `*.jsonl`), zstd otherwise (also when there
-/// is none).
-fn detect_zstd(root: &Path) -> bool {
-    let mut raw = false;
-    let Ok(projects) = std::fs::read_dir(root) else {
-        return true;
-    };
-    for project in projects.flatten() {
-        let Ok(entries) = std::fs::read_dir(project.path()) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".jsonl.zstd") || path.join("session.jsonl.zstd").exists() {
-                return true;
-            }
-            raw |= name.ends_with(".jsonl") || path.join("session.jsonl").exists();
-        }
-    }
-    !raw
 }

@@ -14,17 +14,17 @@
 //! a torn tail ([`TORN_TAIL`]) and an interrupted turn ([`INTERRUPTED_TURN`]).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+
 use std::sync::Arc;
 
 use super::backend::{header_id, Backend, Loaded};
-use super::jsonl::encode_segment;
+
 use crate::engine::event::{Event, TURN_END, TURN_START};
 use crate::engine::seed::{self, SeedMode};
 use crate::engine::surface::{candidate_of, Markers, Surface, ValueLog};
 use crate::engine::{upgrade, Vocabulary};
 use crate::error::{Error, Status};
-use crate::json::{JsString, Value};
+use crate::json::Value;
 
 /// Rule id of a torn tail (cut by `open`; not in errors.md, which has no id
 /// for a tolerated tail).
@@ -379,97 +379,9 @@ fn upgraded(id: &str, events: &[Value], found: &mut impl FnMut(Error, Option<u64
         .collect()
 }
 
-/// The session ids of a JSONL root found by walking its directories
-/// (`<root>/<project>/<session-dir>/session.jsonl[.zstd]`), whichever
-/// encoding and whatever their header holds. Session directory names are
-/// decoded back from `encodeSegment` (persistence.md §6.2).
-pub fn jsonl_session_ids(root: &Path) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut seen = HashSet::new();
-    for project in sorted_dirs(root) {
-        for dir in sorted_dirs(&project) {
-            let has_log = ["session.jsonl", "session.jsonl.zstd"]
-                .iter()
-                .any(|n| dir.join(n).is_file());
-            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if let Some(id) = decode_segment(name).filter(|_| has_log) {
-                if seen.insert(id.clone()) {
-                    ids.push(id);
-                }
-            }
-        }
-    }
-    ids
-}
-
-/// Every log file of session `id` under a JSONL root (one, normally).
-pub fn jsonl_log_paths(root: &Path, id: &str) -> Vec<PathBuf> {
-    let Ok(segment) = encode_segment(&JsString::from_str(id)) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for project in sorted_dirs(root) {
-        for name in ["session.jsonl.zstd", "session.jsonl"] {
-            let log = project.join(&segment).join(name);
-            if log.is_file() {
-                out.push(log);
-            }
-        }
-    }
-    out
-}
-
-fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        // Links are never followed (the backend reports them, `jsonl.link`).
-        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
-        .collect();
-    out.sort();
-    out
-}
-
-/// The id a session directory name encodes (`~XXXX` = one UTF-16 code
-/// unit); `None` when the name is not an `encodeSegment` output.
-pub fn decode_segment(name: &str) -> Option<String> {
-    let bytes = name.as_bytes();
-    let mut units: Vec<u16> = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'~' {
-            let hex = name.get(i + 1..i + 5)?;
-            units.push(u16::from_str_radix(hex, 16).ok()?);
-            i += 5;
-        } else if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-            units.push(u16::from(b));
-            i += 1;
-        } else {
-            return None;
-        }
-    }
-    if units.is_empty() {
-        return None;
-    }
-    Some(JsString::from_utf16(&units).to_string_lossy())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn segments_decode_back() {
-        for id in ["demo", "a/b~c", ".", "..", "é x"] {
-            let seg = encode_segment(&JsString::from_str(id)).unwrap();
-            assert_eq!(decode_segment(&seg).as_deref(), Some(id));
-        }
-        assert_eq!(decode_segment("a b"), None);
-        assert_eq!(decode_segment("~00"), None);
-    }
 
     #[test]
     fn seq_hints() {

@@ -2,6 +2,7 @@
 //! lookup of a session's log across project directories, and the
 //! encoding / legacy-layout / duplicate-id refusals.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
@@ -338,5 +339,127 @@ pub fn same_file(a: &Path, b: &Path) -> Result<bool> {
     match (stat(a)?, stat(b)?) {
         (Some(x), Some(y)) => Ok(x.dev() == y.dev() && x.ino() == y.ino()),
         _ => Ok(false),
+    }
+}
+
+/// The session ids of a JSONL root found by walking its directories, without
+/// a backend (the CLI's `verify` finds what `list` skips this way)
+/// (`<root>/<project>/<session-dir>/session.jsonl[.zstd]`), whichever
+/// encoding and whatever their header holds. Session directory names are
+/// decoded back from `encodeSegment` (persistence.md §6.2).
+pub fn session_ids(root: &Path) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut seen = HashSet::new();
+    for project in sorted_dirs(root) {
+        for dir in sorted_dirs(&project) {
+            let has_log = [log_name(Compression::None), log_name(Compression::Zstd)]
+                .iter()
+                .any(|n| dir.join(n).is_file());
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if let Some(id) = decode_segment(name).filter(|_| has_log) {
+                if seen.insert(id.clone()) {
+                    ids.push(id);
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// Every log file of session `id` under a JSONL root (one, normally).
+pub fn log_paths(root: &Path, id: &str) -> Vec<PathBuf> {
+    let Ok(segment) = encode_segment(&JsString::from_str(id)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for project in sorted_dirs(root) {
+        for name in [log_name(Compression::Zstd), log_name(Compression::None)] {
+            let log = project.join(&segment).join(name);
+            if log.is_file() {
+                out.push(log);
+            }
+        }
+    }
+    out
+}
+
+fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        // Links are never followed (the backend reports them, `jsonl.link`).
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The id a session directory name encodes (`~XXXX` = one UTF-16 code
+/// unit); `None` when the name is not an `encodeSegment` output.
+pub fn decode_segment(name: &str) -> Option<String> {
+    let bytes = name.as_bytes();
+    let mut units: Vec<u16> = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'~' {
+            let hex = name.get(i + 1..i + 5)?;
+            units.push(u16::from_str_radix(hex, 16).ok()?);
+            i += 5;
+        } else if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            units.push(u16::from(b));
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+    if units.is_empty() {
+        return None;
+    }
+    Some(JsString::from_utf16(&units).to_string_lossy())
+}
+
+/// The encoding of the logs under a JSONL root: raw when every log found
+/// is `session.jsonl` (or a flat `*.jsonl`), zstd otherwise (also when there
+/// is none).
+pub fn detect_compression(root: &Path) -> Compression {
+    let mut raw = false;
+    let Ok(projects) = std::fs::read_dir(root) else {
+        return Compression::Zstd;
+    };
+    for project in projects.flatten() {
+        let Ok(entries) = std::fs::read_dir(project.path()) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".jsonl.zstd") || path.join(log_name(Compression::Zstd)).exists() {
+                return Compression::Zstd;
+            }
+            raw |= name.ends_with(".jsonl") || path.join(log_name(Compression::None)).exists();
+        }
+    }
+    if raw {
+        Compression::None
+    } else {
+        Compression::Zstd
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+
+    #[test]
+    fn segments_decode_back() {
+        for id in ["demo", "a/b~c", ".", "..", "é x"] {
+            let seg = encode_segment(&JsString::from_str(id)).unwrap();
+            assert_eq!(decode_segment(&seg).as_deref(), Some(id));
+        }
+        assert_eq!(decode_segment("a b"), None);
+        assert_eq!(decode_segment("~00"), None);
     }
 }

@@ -40,7 +40,9 @@ use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Value};
 
 pub use header::header_line;
-pub use layout::{encode_segment, project_key};
+pub use layout::{
+    decode_segment, detect_compression, encode_segment, log_paths, project_key, session_ids,
+};
 
 /// Open append handles kept at most.
 const HANDLES_KEPT: usize = 64;
