@@ -14,7 +14,6 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod codec;
 pub mod engine;
 pub mod error;
 pub mod ffi;

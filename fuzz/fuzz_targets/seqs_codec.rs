@@ -2,7 +2,7 @@
 //! rule, and what decodes encodes back to bytes that decode the same.
 #![no_main]
 
-use ::dsh_session::codec;
+use ::dsh_session::store::sqlite::codec;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {

@@ -13,6 +13,7 @@
 //! does not report a birth time.
 
 mod ahead;
+pub mod codec;
 mod faults;
 mod file;
 mod load;

@@ -7,7 +7,7 @@ use std::io::Read;
 
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 
-use crate::codec;
+use super::codec;
 use crate::engine::event::{Event, MAX_SAFE, TURN_END};
 use crate::error::{Error, Result, Status};
 use crate::json::{self, canon, JsString, Object, Value};
