@@ -252,20 +252,22 @@ pub fn configure(
     if sync != 2 {
         return Err(pragma_err("synchronous", sync));
     }
-    let id = match first_value(
+    store_id(conn)
+}
+
+/// The store's identity (`persistence_state.store_id`, a UUID).
+fn store_id(conn: &Connection) -> Result<String> {
+    match first_value(
         conn,
         "SELECT store_id FROM persistence_state WHERE singleton = 1",
     )? {
-        Some(rusqlite::types::Value::Text(id)) if is_uuid(&id) => id,
-        _ => {
-            return Err(Error::new(
-                Status::Corrupt,
-                "sqlite.store-id",
-                "database has no valid store identity",
-            ))
-        }
-    };
-    Ok(id)
+        Some(rusqlite::types::Value::Text(id)) if is_uuid(&id) => Ok(id),
+        _ => Err(Error::new(
+            Status::Corrupt,
+            "sqlite.store-id",
+            "database has no valid store identity",
+        )),
+    }
 }
 
 /// The checks of [`configure`] a reader can make, on a read-only
@@ -283,18 +285,7 @@ pub fn configure_read_only(conn: &Connection) -> Result<String> {
         .map_err(sql_err)?;
     conn.execute_batch("BEGIN").map_err(sql_err)?;
     let checked = (|| {
-        let version = int_value(conn, "PRAGMA user_version")?;
-        let app = int_value(conn, "PRAGMA application_id")?;
-        let objects = int_value(
-            conn,
-            "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'",
-        )?;
-        check_identity(
-            version,
-            app,
-            &format!("{objects} schema objects"),
-            objects > 0,
-        )?;
+        let version = checked_identity(conn)?;
         if version == 0 {
             return Err(schema_err(
                 "sqlite.schema-unversioned",
@@ -306,20 +297,28 @@ pub fn configure_read_only(conn: &Connection) -> Result<String> {
             Some(rusqlite::types::Value::Text(m)) if m.eq_ignore_ascii_case("wal") => {}
             other => return Err(pragma_err("journal_mode", format!("{other:?}"))),
         }
-        match first_value(
-            conn,
-            "SELECT store_id FROM persistence_state WHERE singleton = 1",
-        )? {
-            Some(rusqlite::types::Value::Text(id)) if is_uuid(&id) => Ok(id),
-            _ => Err(Error::new(
-                Status::Corrupt,
-                "sqlite.store-id",
-                "database has no valid store identity",
-            )),
-        }
+        store_id(conn)
     })();
     let _ = conn.execute_batch("COMMIT");
     checked
+}
+
+/// Step 4's verdict on the open database ([`check_identity`] over its
+/// `user_version`, `application_id` and schema objects); its version.
+fn checked_identity(conn: &Connection) -> Result<i64> {
+    let version = int_value(conn, "PRAGMA user_version")?;
+    let app = int_value(conn, "PRAGMA application_id")?;
+    let objects = int_value(
+        conn,
+        "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'",
+    )?;
+    check_identity(
+        version,
+        app,
+        &format!("{objects} schema objects"),
+        objects > 0,
+    )?;
+    Ok(version)
 }
 
 /// The version and application-id verdict of step 4: a database of
@@ -404,18 +403,7 @@ fn check_or_initialize(conn: &mut Connection) -> Result<()> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql_err)?;
-    let version = int_value(&tx, "PRAGMA user_version")?;
-    let app = int_value(&tx, "PRAGMA application_id")?;
-    let objects = int_value(
-        &tx,
-        "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'",
-    )?;
-    check_identity(
-        version,
-        app,
-        &format!("{objects} schema objects"),
-        objects > 0,
-    )?;
+    let version = checked_identity(&tx)?;
     if version == 0 {
         for ddl in CREATE_TABLES {
             tx.execute_batch(ddl).map_err(sql_err)?;
