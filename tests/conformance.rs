@@ -9,9 +9,9 @@ use std::ffi::{c_char, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
 
-use ::dsh_session::store::sqlite::codec;
 use ::dsh_session::ffi::*;
 use ::dsh_session::json::{self, Value};
+use ::dsh_session::store::sqlite::codec;
 use serde_json::Value as J;
 
 #[path = "support/call.rs"]
