@@ -275,6 +275,7 @@ fn a_reader_creates_nothing_and_bad_reader_configs_are_refused() {
         r#"{"backend":"jsonl","path":"/tmp/x","locking":"exclusive"}"#,
         r#"{"backend":"sqlite","path":"/tmp/x.db","locking":"none"}"#,
         r#"{"backend":"sqlite","path":"/tmp/x.db","readOnly":1}"#,
+        r#"{"backend":"sqlite","path":"/tmp/x.db","trimHeap":"yes"}"#,
     ] {
         let (st, text) = Store::open(bad).err().expect(bad);
         assert_eq!(

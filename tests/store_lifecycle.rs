@@ -227,3 +227,23 @@ fn a_database_path_with_nul_is_refused() {
     };
     assert_eq!(st, DSH_E_INVALID_ARGUMENT, "{text}");
 }
+
+/// `"trimHeap": true` (the host's opt-in to trimming the C heap after an
+/// open) is accepted on every backend and changes nothing a session shows.
+#[test]
+fn a_trimming_store_opens_sessions_as_any_other() {
+    let dir = temp_dir("trim-heap");
+    let config = jsonl(&dir, r#","trimHeap":true"#);
+    let store = Store::open(&config).unwrap();
+    let s = store.create(r#"{"id":"t"}"#).unwrap();
+    s.append_ok("turn/start", r#"{"turn":1}"#, None);
+    let events = s.events();
+    drop(s);
+    drop(store);
+    let (s, _) = Store::open(&config).unwrap().open_session("t").unwrap();
+    let reopened = s.events();
+    assert_eq!(
+        reopened.as_array().unwrap()[..1],
+        events.as_array().unwrap()[..]
+    );
+}

@@ -45,6 +45,10 @@ pub struct StoreConfig {
     pub vocabulary: Vocabulary,
     /// How the backend is opened (`"readOnly"`, `"locking"`).
     pub access: Access,
+    /// `"trimHeap": true`: after an open, ask the C allocator to return the
+    /// freed heap pages of the read to the system (glibc `malloc_trim`), a
+    /// process-wide act the host opts into.
+    pub trim_heap: bool,
 }
 
 /// How a store opens its backend.
@@ -122,6 +126,7 @@ impl StoreConfig {
             admission: Admission::default(),
             vocabulary: Vocabulary::default(),
             access: Access::default(),
+            trim_heap: false,
         };
         let Some(o) = object_or_null(text, "store configuration")? else {
             return Ok(config);
@@ -136,6 +141,7 @@ impl StoreConfig {
                 "eventTypes",
                 "readOnly",
                 "locking",
+                "trimHeap",
             ];
             if !known.iter().any(|n| k == *n) {
                 return Err(config_error(format!(
@@ -190,6 +196,11 @@ impl StoreConfig {
             Some(Some("none")) => false,
             _ => return Err(config_error("compression must be \"zstd\" or \"none\"")),
         };
+        if let Some(t) = o.get("trimHeap") {
+            config.trim_heap = t
+                .as_bool()
+                .ok_or_else(|| config_error("trimHeap must be true or false"))?;
+        }
         if let Some(r) = o.get("readOnly") {
             config.access.read_only = r
                 .as_bool()

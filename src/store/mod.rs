@@ -82,6 +82,8 @@ pub struct Store {
     policy: Policy,
     /// Opened with `"readOnly": true`: reads only, beside the writer.
     read_only: bool,
+    /// `"trimHeap": true`: trim the C heap after an open.
+    trim_heap: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -135,6 +137,7 @@ impl Store {
             name,
             policy: config.policy(),
             read_only: config.access.read_only,
+            trim_heap: config.trim_heap,
         }))
     }
 
@@ -353,7 +356,7 @@ impl Store {
             let source = Arc::new(window::StoredEvents::new(self, id));
             session.set_window(source, keep);
         }
-        return_freed_memory();
+        self.return_freed_memory();
         let live = self.register(session, true)?;
         Ok((live, restored.closers))
     }
@@ -367,9 +370,25 @@ impl Store {
             .ok_or_else(|| not_found(id))?;
         let restored = restore_for_reading(id, &mut loaded, &self.policy.vocabulary)?;
         drop(loaded);
-        return_freed_memory();
+        self.return_freed_memory();
         let live = self.register(restored.session, true)?;
         Ok((live, Vec::new()))
+    }
+
+    /// With `"trimHeap": true`, give the heap pages freed by a large open
+    /// (read buffers, decompressed frames, the stored rows) back to the
+    /// system, so resident memory after an open tracks the session rather
+    /// than the peak of reading it. Process-wide, so the host's choice.
+    fn return_freed_memory(&self) {
+        if !self.trim_heap {
+            return;
+        }
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only releases free heap memory; no pointer is
+        // involved and it is safe to call at any time from any thread.
+        unsafe {
+            libc::malloc_trim(0);
+        }
     }
 
     /// Refuse `what` on a read-only store (`store.read-only`).
@@ -440,7 +459,7 @@ impl Store {
             lock_backend(&self.backend).commit_repair(&streamed.header, None, &tail)?;
         }
         session.evict_old();
-        return_freed_memory();
+        self.return_freed_memory();
         let live = self.register(session, true)?;
         Ok(Some((live, closers)))
     }
@@ -525,17 +544,5 @@ impl Store {
     /// Drain every pending write.
     pub fn flush(&self) -> Result<()> {
         self.writer.flush_all()
-    }
-}
-
-/// Give the heap pages freed by a large open (read buffers, decompressed
-/// frames, the stored rows) back to the system, so resident memory after
-/// an open tracks the session rather than the peak of reading it.
-fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free heap memory; no pointer is
-    // involved and it is safe to call at any time from any thread.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
