@@ -6,7 +6,7 @@ use super::args::{DeriveArgs, ListArgs, ShowArgs, StatsArgs, StoreArgs};
 use super::output::{clip, get, iso_ms, message_text, plain, surface_text, table, Out};
 use super::{progress, scan, CliError, Ctx, Target, EXIT_OK};
 use crate::engine::derive::event_message;
-use crate::engine::event::{is_surface_type, TURN_END, TURN_START};
+use crate::engine::event::{is_surface_type, TURN_START};
 use crate::engine::request::token_usage;
 use crate::engine::surface::{self, Markers};
 use crate::engine::Vocabulary;
@@ -122,20 +122,6 @@ impl Opened {
             ));
         }
     }
-}
-
-/// The open turn of a stored log (`data.turn` of an unclosed `turn/start`).
-fn open_turn(events: &[Value]) -> Option<Value> {
-    let e = events.iter().rev().find(|e| {
-        let ty = get(e, "type").and_then(Value::as_str);
-        ty == Some(TURN_START) || ty == Some(TURN_END)
-    })?;
-    (get(e, "type").and_then(Value::as_str) == Some(TURN_START)).then(|| {
-        get(e, "data")
-            .and_then(|d| get(d, "turn"))
-            .cloned()
-            .unwrap_or_default()
-    })
 }
 
 /// `N` of a SQLite revision (`…:revision:N`), else the revision itself.
@@ -454,7 +440,7 @@ pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
                 .map(|m| m.len())
         })
         .flatten();
-    let open = open_turn(&loaded.values());
+    let open = scan::open_turn(&loaded.events);
     let mut out = Out::new();
     if ctx.json {
         let n = |v: u64| Value::num(v as f64);

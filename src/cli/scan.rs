@@ -36,6 +36,15 @@ fn turn_after(e: &Stored, open: &mut Option<Value>) {
     }
 }
 
+/// The open turn of a stored log (`data.turn` of an unclosed `turn/start`).
+pub fn open_turn(events: &[Stored]) -> Option<Value> {
+    let mut open = None;
+    for e in events {
+        turn_after(e, &mut open);
+    }
+    open
+}
+
 /// The summary of session `id` (`None` when absent), streamed when the
 /// backend can; a log the stream leaves to the whole-log read (a torn or
 /// damaged tail) is read whole. `tick` hears how many events each batch
@@ -64,14 +73,10 @@ pub fn summary(
     let Some(loaded) = backend.load(id)? else {
         return Ok(None);
     };
-    let mut open = None;
-    for e in &loaded.events {
-        turn_after(e, &mut open);
-    }
     tick(loaded.events.len() as u64);
     Ok(Some(Summary {
         events: loaded.events.len() as u64,
-        open_turn: open,
+        open_turn: open_turn(&loaded.events),
         torn: loaded.torn.is_some(),
     }))
 }
