@@ -57,7 +57,7 @@ fn reading_commands_work_while_an_app_writes_the_store() {
                 }
             })
         };
-        let db = s_path(&path);
+        let db = cli_support::s(&path).to_string();
         let mut shown = Vec::new();
         for _ in 0..5 {
             let (code, out, err) = run(&["--json", "list", &db]);
@@ -73,7 +73,15 @@ fn reading_commands_work_while_an_app_writes_the_store() {
         }
         done.store(true, Ordering::SeqCst);
         writing.join().unwrap();
-        let all: Vec<String> = s.events_json_lines();
+        let all: Vec<String> = s
+            .with(|session| {
+                Ok(session
+                    .events()
+                    .iter_from(0)
+                    .map(|e| e.text().to_string())
+                    .collect())
+            })
+            .unwrap();
         for lines in &shown {
             assert!(lines.len() >= 3, "{backend}: less than the first flush");
             assert_eq!(lines[..], all[..lines.len()], "{backend}: not a prefix");
@@ -82,27 +90,5 @@ fn reading_commands_work_while_an_app_writes_the_store() {
             shown.last().unwrap().len() > shown[0].len() || all.len() == shown[0].len(),
             "{backend}: the reads never saw the writer's progress"
         );
-    }
-}
-
-fn s_path(p: &std::path::Path) -> String {
-    s(p).to_string()
-}
-
-trait Lines {
-    fn events_json_lines(&self) -> Vec<String>;
-}
-
-impl Lines for dsh_session::store::LiveSession {
-    /// The session's events, one JSON text each (as `show --json` prints).
-    fn events_json_lines(&self) -> Vec<String> {
-        self.with(|session| {
-            Ok(session
-                .events()
-                .iter_from(0)
-                .map(|e| e.text().to_string())
-                .collect())
-        })
-        .unwrap()
     }
 }

@@ -5,7 +5,7 @@
 mod support;
 
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ::dsh_session::ffi::*;
 use ::dsh_session::json::Value;
@@ -16,24 +16,6 @@ fn config(root: &Path) -> String {
         r#"{{"backend":"jsonl","path":{},"batchWindowMs":0}}"#,
         Value::str(root.to_str().unwrap()).to_json()
     )
-}
-
-/// Every file under `dir` with its bytes.
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((p.clone(), std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The refusal every look through a planted link gives.
@@ -71,7 +53,7 @@ fn links_planted_in_the_root_are_never_followed() {
         b"not a log of the store",
     )
     .unwrap();
-    let before = tree(&outside);
+    let before = file_tree(&outside);
     let root = dir.join("root");
     let store = Store::open(&config(&root)).unwrap();
     // A project directory, a session directory and a log file that are links.
@@ -107,5 +89,9 @@ fn links_planted_in_the_root_are_never_followed() {
     // A store whose root holds a link refuses to open until it is removed.
     let (st, text) = Store::open(&config(&root)).err().unwrap();
     refused_at_link(st, &text);
-    assert_eq!(tree(&outside), before, "a file outside the store changed");
+    assert_eq!(
+        file_tree(&outside),
+        before,
+        "a file outside the store changed"
+    );
 }

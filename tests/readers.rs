@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -57,20 +56,10 @@ fn texts(events: &Value) -> Vec<String> {
 
 /// Every file under `dir` with its bytes, but SQLite's `-shm`: that is the
 /// WAL index in shared memory, where every reader records what it reads.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if !path.to_string_lossy().ends_with("-shm") {
-                out.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = file_tree(dir);
+    files.retain(|(p, _)| !p.to_string_lossy().ends_with("-shm"));
+    files
 }
 
 #[test]

@@ -302,3 +302,22 @@ pub fn types_of(events: &[Value]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Every file under `dir` with its bytes, in path order (to show a store's
+/// files are left byte-identical).
+pub fn file_tree(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
