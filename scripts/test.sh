@@ -11,16 +11,16 @@ command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 echo "==> format and lints"
-cargo fmt --check
-cargo clippy --locked --all-targets -- -D warnings
+cargo fmt --all --check
+cargo clippy --locked --workspace --all-targets -- -D warnings
 
 echo "==> cargo test (unit, conformance vectors, checklist, contract, crash, C ABI misuse)"
 # The C programs link the shared library, which `cargo test` alone does not build.
-cargo build --locked
-cargo test --locked
+cargo build --locked --workspace
+cargo test --locked --workspace
 
 echo "==> C ABI misuse test under valgrind"
-DSH_VALGRIND=1 cargo test --locked --test c_abi
+DSH_VALGRIND=1 cargo test --locked -p dsh-session-ffi --test c_abi
 
 echo "==> Go binding"
 ./scripts/test-go.sh

@@ -8,15 +8,97 @@
 //! * [`json`]: lossless JSON with JavaScript semantics;
 //! * [`engine`]: the pure session engine (events, surface, derive, seeds,
 //!   fork, repair, request folds);
-//! * [`store`]: backends behind one trait, the live-session registry;
-//! * [`ffi`]: the `extern "C"` functions of `include/dsh_session.h`.
+//! * [`store`]: backends behind one trait, the live-session registry.
+//!
+//! The C ABI (`include/dsh_session.h`, `libdsh_session.so`) is built on
+//! this crate by `dsh-session-ffi`; the `dsh-session` command-line tool by
+//! `dsh-session-cli`.
+//!
+//! ## The main path, typed
+//!
+//! Open a store, create a session, append a turn, derive the messages for
+//! the model, fork, and make it all durable:
+//!
+//! ```
+//! use dsh_session::json::{Object, Value};
+//! use dsh_session::store::{CreateOptions, ForkOptions, Store, StoreConfig};
+//!
+//! # fn main() -> dsh_session::Result<()> {
+//! let dir = std::env::temp_dir().join(format!("dsh-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let store = Store::open(StoreConfig::sqlite(dir.join("sessions.db")))?;
+//! let session = store.create(CreateOptions::with_id("demo"))?;
+//!
+//! let num = |n: f64| Value::Number(n);
+//! let obj = |pairs: Vec<(&str, Value)>| Value::Object(Object::from_iter(pairs));
+//! let append = Some(obj(vec![("surfaceOp", Value::str("append"))]));
+//! let text = |t: &str| {
+//!     Value::Array(vec![obj(vec![("type", Value::str("text")), ("text", Value::str(t))])])
+//! };
+//! session.append_value("turn/start", obj(vec![("turn", num(1.0))]), None)?;
+//! session.append_value(
+//!     "user/message",
+//!     obj(vec![
+//!         ("id", Value::str("u1")),
+//!         ("role", Value::str("user")),
+//!         ("content", text("What is in README.md?")),
+//!         ("source", obj(vec![("kind", Value::str("user"))])),
+//!     ]),
+//!     append.clone(),
+//! )?;
+//! session.append_value("step/start", obj(vec![("turn", num(1.0)), ("step", num(1.0))]), None)?;
+//! session.append_value(
+//!     "assistant/message",
+//!     obj(vec![
+//!         ("turn", num(1.0)),
+//!         ("step", num(1.0)),
+//!         (
+//!             "message",
+//!             obj(vec![
+//!                 ("role", Value::str("assistant")),
+//!                 ("content", text("A session engine.")),
+//!                 (
+//!                     "source",
+//!                     obj(vec![
+//!                         ("kind", Value::str("model")),
+//!                         ("provider", Value::str("deepseek")),
+//!                         ("model", Value::str("deepseek-chat")),
+//!                     ]),
+//!                 ),
+//!                 ("id", Value::str("a1")),
+//!             ]),
+//!         ),
+//!     ]),
+//!     append,
+//! )?;
+//! session.append_value("step/end", obj(vec![("turn", num(1.0)), ("step", num(1.0))]), None)?;
+//! let completed = obj(vec![("kind", Value::str("completed"))]);
+//! session.append_value("turn/end", obj(vec![("turn", num(1.0)), ("reason", completed)]), None)?;
+//!
+//! // The messages the model sees next: the user's and the assistant's.
+//! let messages = session.derive()?;
+//! assert_eq!(messages.len(), 2);
+//!
+//! // A child that shares the whole closed turn (seqs 0..=5).
+//! let child = session.fork(ForkOptions::at(5).with_id("demo-fork"))?;
+//! assert_eq!(child.derive()?, messages);
+//!
+//! // The durability barrier: everything appended so far is on disk.
+//! session.flush()?;
+//! child.close()?;
+//! session.close()?;
+//! let ids: Vec<String> = store.list()?.into_iter().map(|s| s.id).collect();
+//! assert_eq!(ids.len(), 2);
+//! # drop(store);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok(())
+//! # }
+//! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub mod cli;
 pub mod engine;
 pub mod error;
-pub mod ffi;
 pub mod json;
 pub mod store;
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::ffi::CString;
 use std::ptr;
 
-use ::dsh_session::ffi::*;
+use ::dsh_session_ffi::*;
 
 /// Run one C call with a fresh buffer: its status and output text. Fails
 /// the run on `DSH_E_INTERNAL` or output that is not terminated JSON.

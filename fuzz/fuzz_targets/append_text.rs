@@ -8,7 +8,7 @@ mod common;
 
 use std::ptr;
 
-use ::dsh_session::ffi::*;
+use ::dsh_session_ffi::*;
 use common::*;
 use libfuzzer_sys::fuzz_target;
 

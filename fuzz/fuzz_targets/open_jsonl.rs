@@ -7,7 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use ::dsh_session::ffi::*;
+use ::dsh_session_ffi::*;
 use common::*;
 use libfuzzer_sys::fuzz_target;
 

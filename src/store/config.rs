@@ -1,4 +1,6 @@
-//! Parsing of the JSON configuration and option objects given at the ABI.
+//! What a store is opened with and what its calls take: [`StoreConfig`],
+//! [`CreateOptions`], [`ForkOptions`], [`OpenOptions`] (the C ABI parses
+//! its JSON texts into these), and the rules they follow whoever built them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,10 +10,9 @@ use super::hurry::Hurry;
 use super::jsonl::{Compression, JsonlBackend};
 use super::memory::MemoryBackend;
 use super::sqlite::SqliteBackend;
-use crate::engine::session::parse_input;
 use crate::engine::{Admission, Markers, Policy, Vocabulary};
 use crate::error::{Error, Result};
-use crate::json::{JsString, Object, Value};
+use crate::json::{Object, Value};
 
 /// Where a store keeps its sessions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +33,7 @@ pub enum BackendConfig {
     },
 }
 
-/// A parsed `dsh_store_open` configuration.
+/// How a store is opened (the C ABI's `dsh_store_open` configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
     /// The backend.
@@ -91,158 +92,87 @@ fn config_error(message: impl Into<String>) -> Error {
     Error::invalid_argument("config.invalid", message)
 }
 
-/// `arg.option-unknown` for the first key of `o` that `known` refuses
-/// (`what` names the options: "unknown fork option …").
-fn only_keys(o: &Object, what: &str, known: impl Fn(&JsString) -> bool) -> Result<()> {
-    match o.iter().find(|(k, _)| !known(k)) {
-        Some((k, _)) => Err(Error::invalid_argument(
-            "arg.option-unknown",
-            format!("unknown {what} option \"{}\"", k.to_string_lossy()),
-        )),
-        None => Ok(()),
+/// The rule for a write-behind window (`config.invalid`): at most
+/// 2147483647 ms.
+pub fn check_batch_window(ms: u64) -> Result<()> {
+    if ms > i32::MAX as u64 {
+        return Err(config_error(
+            "batchWindowMs must be an integer between 0 and 2147483647",
+        ));
     }
+    Ok(())
 }
 
-fn object_or_null(text: Option<&str>, what: &str) -> Result<Option<Object>> {
-    let Some(text) = text else { return Ok(None) };
-    let value = parse_input(text, what)?;
-    if value.is_null() {
-        return Ok(None);
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig::memory()
     }
-    value.into_object().map(Some).map_err(|_| {
-        Error::invalid_argument(
-            "arg.not-object",
-            format!("{what} must be a JSON object or null"),
-        )
-    })
 }
 
 impl StoreConfig {
-    /// Parse `config_json` (NULL or `null` = memory).
-    pub fn parse(text: Option<&str>) -> Result<StoreConfig> {
-        let mut config = StoreConfig {
-            backend: BackendConfig::Memory,
+    /// A store of `backend` with the defaults: a 25 ms write-behind window,
+    /// strict admission, no declared event types, a writer with shared
+    /// locking, no heap trimming.
+    pub fn new(backend: BackendConfig) -> StoreConfig {
+        StoreConfig {
+            backend,
             batch_window_ms: DEFAULT_BATCH_WINDOW_MS,
             admission: Admission::default(),
             vocabulary: Vocabulary::default(),
             access: Access::default(),
             trim_heap: false,
-        };
-        let Some(o) = object_or_null(text, "store configuration")? else {
-            return Ok(config);
-        };
-        for (k, _) in o.iter() {
-            let known = [
-                "backend",
-                "path",
-                "compression",
-                "batchWindowMs",
-                "admission",
-                "eventTypes",
-                "readOnly",
-                "locking",
-                "trimHeap",
-            ];
-            if !known.iter().any(|n| k == *n) {
-                return Err(config_error(format!(
-                    "unknown store configuration key \"{}\"",
-                    k.to_string_lossy()
-                )));
-            }
         }
-        if let Some(w) = o.get("batchWindowMs") {
-            match w.as_safe_u64().filter(|w| *w <= i32::MAX as u64) {
-                Some(w) => config.batch_window_ms = w,
-                None => {
-                    return Err(config_error(
-                        "batchWindowMs must be an integer between 0 and 2147483647",
-                    ))
+    }
+
+    /// Sessions in memory only.
+    pub fn memory() -> StoreConfig {
+        StoreConfig::new(BackendConfig::Memory)
+    }
+
+    /// Sessions in the SQLite database file `path`.
+    pub fn sqlite(path: impl Into<PathBuf>) -> StoreConfig {
+        StoreConfig::new(BackendConfig::Sqlite { path: path.into() })
+    }
+
+    /// Sessions as JSONL logs of zstd frames under the directory `path`.
+    pub fn jsonl(path: impl Into<PathBuf>) -> StoreConfig {
+        StoreConfig::new(BackendConfig::Jsonl {
+            path: path.into(),
+            zstd: true,
+        })
+    }
+
+    /// This configuration as a reader beside the store's writer (see
+    /// [`Access::read_only`]).
+    pub fn read_only(mut self) -> StoreConfig {
+        self.access.read_only = true;
+        self
+    }
+
+    /// The rules a configuration follows whatever built it
+    /// (`config.invalid`): a window of at most 2147483647 ms, a non-empty
+    /// path without NUL, exclusive locking on SQLite only, a reader on a
+    /// backend that has a writer to read beside.
+    pub fn check(&self) -> Result<()> {
+        check_batch_window(self.batch_window_ms)?;
+        match &self.backend {
+            BackendConfig::Memory => {}
+            BackendConfig::Sqlite { path } | BackendConfig::Jsonl { path, .. } => {
+                let text = path.as_os_str();
+                if text.is_empty() || text.as_encoded_bytes().contains(&0) {
+                    return Err(config_error("path must be a non-empty string"));
                 }
             }
         }
-        if let Some(a) = o.get("admission") {
-            config.admission = a
-                .as_str()
-                .and_then(Admission::from_name)
-                .ok_or_else(|| config_error("admission must be \"strict\" or \"reference\""))?;
+        if self.access.exclusive && !matches!(self.backend, BackendConfig::Sqlite { .. }) {
+            return Err(config_error("locking applies to the sqlite backend only"));
         }
-        if let Some(types) = o.get("eventTypes") {
-            let names = types
-                .as_array()
-                .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
-                .ok_or_else(|| {
-                    Error::invalid_argument(
-                        "config.event-type",
-                        "eventTypes must be an array of event type names",
-                    )
-                })?;
-            config.vocabulary = Vocabulary::new(names)?;
-        }
-        let path = match o.get("path") {
-            None => None,
-            Some(p) => match p.as_str() {
-                Some(p) if !p.is_empty() && !p.contains('\0') => Some(PathBuf::from(p)),
-                _ => return Err(config_error("path must be a non-empty string")),
-            },
-        };
-        let backend = match o.get("backend") {
-            None => "memory",
-            Some(b) => b.as_str().ok_or_else(|| {
-                config_error("backend must be \"memory\", \"sqlite\" or \"jsonl\"")
-            })?,
-        };
-        let zstd = match o.get("compression").map(|c| c.as_str()) {
-            None | Some(Some("zstd")) => true,
-            Some(Some("none")) => false,
-            _ => return Err(config_error("compression must be \"zstd\" or \"none\"")),
-        };
-        if let Some(t) = o.get("trimHeap") {
-            config.trim_heap = t
-                .as_bool()
-                .ok_or_else(|| config_error("trimHeap must be true or false"))?;
-        }
-        if let Some(r) = o.get("readOnly") {
-            config.access.read_only = r
-                .as_bool()
-                .ok_or_else(|| config_error("readOnly must be true or false"))?;
-        }
-        if let Some(l) = o.get("locking") {
-            config.access.exclusive = match l.as_str() {
-                Some("shared") => false,
-                Some("exclusive") => true,
-                _ => return Err(config_error("locking must be \"shared\" or \"exclusive\"")),
-            };
-            if backend != "sqlite" {
-                return Err(config_error("locking applies to the sqlite backend only"));
-            }
-        }
-        if config.access.read_only && backend == "memory" {
+        if self.access.read_only && self.backend == BackendConfig::Memory {
             return Err(config_error(
                 "a memory store has no writer to read beside: readOnly needs sqlite or jsonl",
             ));
         }
-        if backend != "jsonl" && o.contains_key("compression") {
-            return Err(config_error(
-                "compression applies to the jsonl backend only",
-            ));
-        }
-        config.backend = match (backend, path) {
-            ("memory", None) => BackendConfig::Memory,
-            ("memory", Some(_)) => return Err(config_error("the memory backend takes no path")),
-            ("sqlite", Some(path)) => BackendConfig::Sqlite { path },
-            ("jsonl", Some(path)) => BackendConfig::Jsonl { path, zstd },
-            ("sqlite" | "jsonl", None) => {
-                return Err(config_error(format!(
-                    "the {backend} backend needs a \"path\""
-                )))
-            }
-            _ => {
-                return Err(config_error(
-                    "backend must be \"memory\", \"sqlite\" or \"jsonl\"",
-                ))
-            }
-        };
-        Ok(config)
+        Ok(())
     }
 }
 
@@ -291,7 +221,7 @@ impl BackendConfig {
     }
 }
 
-/// Parsed `dsh_session_create` options.
+/// How a session is created (`dsh_session_create` options).
 #[derive(Debug, Default)]
 pub struct CreateOptions {
     /// The requested id.
@@ -305,7 +235,7 @@ pub struct CreateOptions {
 }
 
 /// The optional header fields a caller may set, in header key order.
-const HEADER_FIELDS: [&str; 5] = [
+pub const HEADER_FIELDS: [&str; 5] = [
     "cwd",
     "parentSession",
     "origin",
@@ -314,47 +244,13 @@ const HEADER_FIELDS: [&str; 5] = [
 ];
 
 impl CreateOptions {
-    /// Parse `options_json` (NULL or `null` = defaults).
-    pub fn parse(text: Option<&str>) -> Result<CreateOptions> {
-        let mut opts = CreateOptions::default();
-        let Some(mut o) = object_or_null(text, "session options")? else {
-            return Ok(opts);
-        };
-        only_keys(&o, "session", |k| {
-            k == "id" || k == "seed" || k == "legacy" || HEADER_FIELDS.iter().any(|f| k == *f)
-        })?;
-        opts.id = o.remove("id").map(|v| session_id(&v)).transpose()?;
-        if let Some(seed) = o.remove("seed") {
-            let seed = seed.into_array().map_err(|_| {
-                Error::invalid_argument("arg.seed", "seed must be an array of events")
-            })?;
-            opts.seed = Some(seed);
+    /// Options for a session with the id `id` (the other options default).
+    pub fn with_id(id: impl Into<String>) -> CreateOptions {
+        CreateOptions {
+            id: Some(id.into()),
+            ..CreateOptions::default()
         }
-        match o.remove("legacy") {
-            None | Some(Value::Bool(false)) => {}
-            Some(Value::Bool(true)) => opts.markers = Markers::LegacyAppend,
-            Some(_) => {
-                return Err(Error::invalid_argument(
-                    "arg.legacy",
-                    "legacy must be a boolean",
-                ))
-            }
-        }
-        for f in HEADER_FIELDS {
-            if let Some(v) = o.remove(f) {
-                opts.header_fields.insert_str(f, v);
-            }
-        }
-        Ok(opts)
     }
-}
-
-/// A session id option: a non-empty string of valid Unicode without NUL
-/// (ids are handed back to C as strings).
-fn session_id(v: &Value) -> Result<String> {
-    let id = v.as_str().ok_or_else(bad_id)?;
-    check_session_id(id)?;
-    Ok(id.to_string())
 }
 
 fn bad_id() -> Error {
@@ -373,7 +269,7 @@ pub fn check_session_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Parsed `dsh_session_fork` options and boundary.
+/// Where a fork ends and what the child is called (`dsh_session_fork`).
 #[derive(Debug, Default)]
 pub struct ForkOptions {
     /// The child's id (minted when absent).
@@ -383,28 +279,18 @@ pub struct ForkOptions {
 }
 
 impl ForkOptions {
-    /// Parse `options_json` (NULL or `null` = defaults) together with the
-    /// integer boundary argument: `-1` means "the last event" unless the
-    /// options carry `"boundary"` (any JSON value, for boundaries an
-    /// integer cannot express); giving both is `arg.boundary`.
-    pub fn parse(text: Option<&str>, boundary: i64) -> Result<ForkOptions> {
-        let mut opts = ForkOptions::default();
-        if let Some(mut o) = object_or_null(text, "fork options")? {
-            only_keys(&o, "fork", |k| k == "id" || k == "boundary")?;
-            opts.id = o.remove("id").map(|v| session_id(&v)).transpose()?;
-            opts.boundary = o.remove("boundary");
+    /// Fork after the event `seq` (the boundary is the last event kept).
+    pub fn at(seq: u64) -> ForkOptions {
+        ForkOptions {
+            id: None,
+            boundary: Some(Value::Number(seq as f64)),
         }
-        match (opts.boundary.is_some(), boundary) {
-            (true, -1) | (false, -1) => {}
-            (true, _) => {
-                return Err(Error::invalid_argument(
-                    "arg.boundary",
-                    "give the boundary either as the argument or as the \"boundary\" option (with the argument -1)",
-                ))
-            }
-            (false, b) => opts.boundary = Some(Value::Number(b as f64)),
-        }
-        Ok(opts)
+    }
+
+    /// These options with the child's id `id`.
+    pub fn with_id(mut self, id: impl Into<String>) -> ForkOptions {
+        self.id = Some(id.into());
+        self
     }
 }
 
@@ -412,35 +298,17 @@ impl ForkOptions {
 /// do not say (two chunks of the log).
 pub const DEFAULT_WINDOW: usize = 2 * crate::engine::chunked::CHUNK;
 
-/// Parsed `dsh_session_open_windowed` options.
+/// How a windowed open keeps its window (`dsh_session_open_windowed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenOptions {
     /// How many of the newest events stay resident (at least).
     pub window: usize,
 }
 
-impl OpenOptions {
-    /// Parse `options_json` (NULL or `null` = defaults): `{"window": n}`
-    /// with `n` a non-negative safe integer.
-    pub fn parse(text: Option<&str>) -> Result<OpenOptions> {
-        let mut opts = OpenOptions {
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions {
             window: DEFAULT_WINDOW,
-        };
-        if let Some(o) = object_or_null(text, "open options")? {
-            only_keys(&o, "open", |k| k == "window")?;
-            if let Some(v) = o.get("window") {
-                let n = v.as_safe_u64().ok_or_else(|| {
-                    Error::invalid_argument(
-                        "arg.window",
-                        format!(
-                            "\"window\" must be a non-negative safe integer, got {}",
-                            v.to_json()
-                        ),
-                    )
-                })?;
-                opts.window = usize::try_from(n).unwrap_or(usize::MAX);
-            }
         }
-        Ok(opts)
     }
 }

@@ -10,6 +10,7 @@ pub mod convert;
 #[cfg(test)]
 mod faults;
 pub mod hurry;
+mod inspect;
 pub mod jsonl;
 pub mod memory;
 mod restore;
@@ -25,9 +26,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{Backend, Listed, Loaded, Stored, Torn};
 pub use config::{
-    Access, BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig,
+    check_batch_window, check_session_id, Access, BackendConfig, CreateOptions, ForkOptions,
+    OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS, DEFAULT_WINDOW, HEADER_FIELDS,
     SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
 };
+pub use inspect::{Inspection, RepairReport, SessionSummary};
 use restore::{check_stored_header, fast_event};
 pub use restore::{
     restore, restore_for_reading, restore_lenient, restore_taking, Finding, Restored,
@@ -41,16 +44,26 @@ use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
 use writer::{lock_backend, SharedBackend, Writer};
 
+/// The storage backends and encodings compiled into this build, in the
+/// order `dsh_build_info` lists them.
+pub const FEATURES: &[&str] = &["memory", "jsonl", "sqlite", "zstd"];
+
+/// The version of the SQLite library the `sqlite` backend is built with
+/// (`"3.x.y"`).
+pub fn sqlite_version() -> &'static str {
+    rusqlite::version()
+}
+
 /// What a store tells its observer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Notice<'a> {
-    /// A session was created or opened; the payload is its header.
-    Created(&'a str),
-    /// An event was committed; the payload is the event.
-    Event(&'a str),
-    /// A flush completed; the payload is `{"ok":true}` or `{"ok":false,"rule":…}`.
-    Flush(&'a str),
-    /// A session handle was closed; the payload is `null`.
+    /// A session was created or opened, with this header.
+    Created(&'a Value),
+    /// An event was committed.
+    Event(&'a Event),
+    /// A flush completed, or failed with this error.
+    Flush(std::result::Result<(), &'a Error>),
+    /// A session handle was closed.
     Disposed,
 }
 
@@ -103,7 +116,7 @@ fn read_only(what: &str) -> Error {
     )
 }
 
-fn not_found(id: &str) -> Error {
+pub(crate) fn not_found(id: &str) -> Error {
     Error::new(
         Status::NotFound,
         "load.not-found",
@@ -112,9 +125,10 @@ fn not_found(id: &str) -> Error {
 }
 
 impl Store {
-    /// Open a store from its JSON configuration (`None` = memory).
-    pub fn open(config: Option<&str>) -> Result<Arc<Store>> {
-        let config = StoreConfig::parse(config)?;
+    /// Open a store (`config.invalid` when `config` breaks a rule of
+    /// [`StoreConfig::check`]).
+    pub fn open(config: StoreConfig) -> Result<Arc<Store>> {
+        config.check()?;
         let hurry = Arc::new(hurry::Hurry::default());
         let backend = config
             .backend
@@ -206,9 +220,8 @@ impl Store {
         }
     }
 
-    /// Create a session from `options` (c-api.md `dsh_session_create`).
-    pub fn create(self: &Arc<Store>, options: Option<&str>) -> Result<Arc<LiveSession>> {
-        let opts = CreateOptions::parse(options)?;
+    /// Create a session (c-api.md `dsh_session_create`).
+    pub fn create(self: &Arc<Store>, opts: CreateOptions) -> Result<Arc<LiveSession>> {
         self.check_writable("create")?;
         let now = now_ms();
         let id = match &opts.id {
@@ -289,7 +302,7 @@ impl Store {
                 return Err(e);
             }
         }
-        let header = session.header().to_json();
+        let header = session.header().clone();
         let live = Arc::new(LiveSession::new(self.clone(), session));
         live.notify(Notice::Created(&header));
         Ok(live)
@@ -462,64 +475,6 @@ impl Store {
         self.return_freed_memory();
         let live = self.register(session, true)?;
         Ok(Some((live, closers)))
-    }
-
-    /// Read a stored session without repairing it: the stored events plus
-    /// the closers repair would append (in memory only), whether a torn
-    /// tail was found, and the events a strict open refuses one by one (an
-    /// undeclared type, a malformed message or request header), read as
-    /// stored and named in `problems`. Storage and revision stay
-    /// untouched. An open session is read as it is now (after a flush).
-    pub fn inspect(&self, id: &str) -> Result<String> {
-        if self.lock().live.contains(id) {
-            self.writer.flush(id)?;
-        }
-        let loaded = lock_backend(&self.backend)
-            .load(id)?
-            .ok_or_else(|| not_found(id))?;
-        let (restored, findings) = restore_lenient(id, &loaded, &self.policy.vocabulary)?;
-        // The stored events and the closers, without the end-seed marker the
-        // constructor may have added.
-        let events = restored
-            .session
-            .events()
-            .range(..restored.stored + restored.closers.len());
-        let mut out = String::from("{\"header\":");
-        out.push_str(&loaded.header.to_json());
-        out.push_str(",\"revision\":");
-        out.push_str(&Value::str(&loaded.revision).to_json());
-        out.push_str(&format!(",\"torn\":{},\"events\":", loaded.torn.is_some()));
-        out.push_str(&crate::engine::event::events_to_json(events.map(|e| &**e)));
-        out.push_str(",\"repair\":");
-        out.push_str(&crate::engine::event::events_to_json(
-            restored.closers.iter().map(|e| &**e),
-        ));
-        let problems = findings.iter().map(|f| {
-            Value::obj([
-                ("seq", Value::num(f.seq as f64)),
-                ("rule", Value::str(f.error.cause.unwrap_or(f.error.rule))),
-                ("status", Value::str(f.error.status.name())),
-                ("message", Value::str(&f.error.message)),
-            ])
-        });
-        out.push_str(",\"problems\":");
-        out.push_str(&Value::Array(problems.collect()).to_json());
-        out.push('}');
-        Ok(out)
-    }
-
-    /// Every stored session whose header reads: `[{...header, "revision"}]`.
-    pub fn list(&self) -> Result<String> {
-        let rows = lock_backend(&self.backend).list()?;
-        let mut out = Vec::with_capacity(rows.len());
-        // A session whose stored header cannot be read is left out (the
-        // CLI's `list` and `verify` name it); the others are listed.
-        for row in rows.into_iter().filter(|r| r.problem.is_none()) {
-            let mut o = row.header.as_object().cloned().unwrap_or_default();
-            o.insert_str("revision", Value::str(&row.revision));
-            out.push(Value::Object(o));
-        }
-        Ok(Value::Array(out).to_json())
     }
 
     /// Remove a stored session that is not open. Its queued writes (if a

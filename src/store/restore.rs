@@ -42,7 +42,7 @@ pub fn restore(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Result<Restored
 }
 
 /// A rule a stored event breaks, passed over by [`restore_lenient`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Finding {
     /// The event's seq.
     pub seq: u64,

@@ -6,10 +6,11 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{now_ms, Notice, Store};
+use super::{now_ms, ForkOptions, Notice, Store};
 use crate::engine::session::DataText;
 use crate::engine::{Event, Session};
 use crate::error::{Error, Result, Status};
+use crate::json::Value;
 
 thread_local! {
     /// Sessions whose notifications this thread is delivering right now.
@@ -146,7 +147,7 @@ impl LiveSession {
             events
         };
         for e in &events {
-            self.notify(Notice::Event(e.text()));
+            self.notify(Notice::Event(e));
         }
         Ok(events)
     }
@@ -172,6 +173,18 @@ impl LiveSession {
         Ok(v.remove(0))
     }
 
+    /// `append` with the data and intent as values: the typed form of
+    /// [`LiveSession::append`], held to the same rules.
+    pub fn append_value(&self, ty: &str, data: Value, intent: Option<Value>) -> Result<Arc<Event>> {
+        let mut v = self.commit(|s, now| Ok(vec![s.append_value(ty, data, intent, now)?]))?;
+        Ok(v.remove(0))
+    }
+
+    /// The LLM message list derived from the surface, as values.
+    pub fn derive(&self) -> Result<Vec<Value>> {
+        self.with(|s| s.derive())
+    }
+
     /// All-or-nothing batch append.
     pub fn append_batch(&self, batch: &str) -> Result<Vec<Arc<Event>>> {
         self.append_batch_text(batch.into())
@@ -192,23 +205,17 @@ impl LiveSession {
     pub fn flush(&self) -> Result<()> {
         self.with(|_| Ok(()))?;
         let result = self.store.writer().flush(&self.id);
-        let payload = match &result {
-            Ok(()) => "{\"ok\":true}".to_string(),
-            Err(e) => format!("{{\"ok\":false,\"rule\":\"{}\"}}", e.rule),
-        };
-        self.notify(Notice::Flush(&payload));
+        self.notify(Notice::Flush(result.as_ref().map(|_| ())));
         result
     }
 
-    /// Fork this session into a new live session of the same store.
-    pub fn fork(
-        &self,
-        boundary: Option<&crate::json::Value>,
-        child_id: Option<String>,
-    ) -> Result<Arc<LiveSession>> {
+    /// Fork this session into a new live session of the same store, after
+    /// the boundary of `options` (the last event when it has none).
+    pub fn fork(&self, options: ForkOptions) -> Result<Arc<LiveSession>> {
         let guard = self.lock()?;
         let session = guard.as_ref().ok_or_else(|| closed(&self.id))?;
-        self.store.fork(session, boundary, child_id)
+        self.store
+            .fork(session, options.boundary.as_ref(), options.id)
     }
 
     /// Drain pending writes and release the session. A second close reports

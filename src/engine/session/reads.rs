@@ -78,6 +78,20 @@ impl Session {
         self.messages_json(self.derive.messages().iter())
     }
 
+    /// The derived message list as values (cached like
+    /// [`Session::derive_json`]; each call builds the values anew).
+    pub fn derive(&mut self) -> Result<Vec<Value>> {
+        let text = self.derive_json()?;
+        let list = crate::json::parse(&text).map_err(|e| {
+            Error::new(
+                crate::error::Status::Internal,
+                "derive.message-text",
+                format!("a derived message list does not parse: {e}"),
+            )
+        })?;
+        Ok(list.into_array().unwrap_or_default())
+    }
+
     /// The messages added since a cursor `(generation, count)` a caller
     /// holds from an earlier call. While no replace happened the surface
     /// only grew at its tail, so the answer is the messages after `count`;

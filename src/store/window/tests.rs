@@ -3,30 +3,29 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::super::{LiveSession, Store};
+use super::super::{BackendConfig, CreateOptions, LiveSession, Store, StoreConfig};
 use crate::engine::chunked::CHUNK;
-use crate::json::Value;
 
-/// A store of `backend` kind under a fresh temp dir (`extra`: more
-/// config members).
-fn store(tag: &str, backend: &str, extra: &str) -> (PathBuf, Arc<Store>) {
+/// A store of `backend` under a fresh temp dir (`zstd`: a JSONL store's
+/// compression).
+fn store(tag: &str, backend: &str, zstd: bool) -> (PathBuf, Arc<Store>) {
     let dir = std::env::temp_dir().join(format!("dsh-window-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let path = match backend {
-        "sqlite" => dir.join("s.db"),
-        _ => dir.clone(),
+    let config = match backend {
+        "sqlite" => StoreConfig::sqlite(dir.join("s.db")),
+        _ => StoreConfig::new(BackendConfig::Jsonl {
+            path: dir.clone(),
+            zstd,
+        }),
     };
-    let config = format!(
-        r#"{{"backend":"{backend}","path":{}{extra}}}"#,
-        Value::str(path.to_str().unwrap()).to_json()
-    );
-    (dir, Store::open(Some(&config)).unwrap())
+    let store = Store::open(config).unwrap();
+    (dir, store)
 }
 
 /// 200 closed turns of 52 events each under id `w`.
 fn fill(store: &Arc<Store>) {
-    let s = store.create(Some(r#"{"id":"w"}"#)).unwrap();
+    let s = store.create(CreateOptions::with_id("w")).unwrap();
     for t in 1..=200 {
         s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
             .unwrap();
@@ -62,8 +61,7 @@ fn streamed(store: &Arc<Store>) -> Arc<LiveSession> {
 #[test]
 fn a_clean_jsonl_log_streams_and_a_torn_one_does_not() {
     for compression in ["zstd", "none"] {
-        let extra = format!(r#","compression":"{compression}""#);
-        let (dir, store) = store(compression, "jsonl", &extra);
+        let (dir, store) = store(compression, "jsonl", compression == "zstd");
         fill(&store);
         streamed(&store).close().unwrap();
         // A torn tail: the streaming read declines, the whole-log open
@@ -91,7 +89,7 @@ fn a_clean_jsonl_log_streams_and_a_torn_one_does_not() {
 
 #[test]
 fn a_clean_sqlite_log_streams() {
-    let (dir, store) = store("sqlite", "sqlite", "");
+    let (dir, store) = store("sqlite", "sqlite", false);
     fill(&store);
     streamed(&store).close().unwrap();
     drop(store);

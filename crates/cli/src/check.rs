@@ -1,0 +1,168 @@
+//! `verify`: the report of [`dsh_session::store::verify`] as text or JSON, and
+//! its exit status (0 clean, 1 repairable, 2 corrupt or unreadable).
+
+use super::args::{BackendKind, VerifyArgs};
+use super::output::Out;
+use super::{
+    exit_status, CliError, Ctx, Target, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK, EXIT_REPAIRABLE,
+};
+use dsh_session::json::Value;
+use dsh_session::store::jsonl::session_ids as jsonl_session_ids;
+use dsh_session::store::verify::{verify_session, verify_store, Problem, Severity, StoreReport};
+
+fn status_word(worst: Option<Severity>) -> &'static str {
+    match worst {
+        None => "clean",
+        Some(Severity::Repairable) => "repairable",
+        Some(Severity::Corrupt) => "corrupt",
+    }
+}
+
+fn exit_of(worst: Option<Severity>) -> u8 {
+    match worst {
+        None => EXIT_OK,
+        Some(Severity::Repairable) => EXIT_REPAIRABLE,
+        Some(Severity::Corrupt) => EXIT_CORRUPT,
+    }
+}
+
+/// `FILE: seq N: RULE [cause C] (STATUS): message`.
+fn problem_line(target: &Target, p: &Problem) -> String {
+    let mut line = format!("{}: ", target.file_of(p.session.as_deref()).display());
+    if let Some(seq) = p.seq {
+        line.push_str(&format!("seq {seq}: "));
+    }
+    line.push_str(p.rule);
+    if let Some(cause) = p.cause {
+        line.push_str(&format!(" [cause {cause}]"));
+    }
+    let status = match p.severity {
+        Severity::Repairable => "repairable",
+        Severity::Corrupt => p.status.name(),
+    };
+    line.push_str(&format!(" ({status}): {}", p.message));
+    line
+}
+
+fn problem_json(target: &Target, p: &Problem) -> Value {
+    let opt = |v: Option<&str>| v.map_or(Value::Null, Value::str);
+    Value::obj([
+        ("rule", Value::str(p.rule)),
+        ("cause", opt(p.cause)),
+        ("status", Value::str(p.status.name())),
+        ("severity", Value::str(status_word(Some(p.severity)))),
+        ("seq", p.seq.map_or(Value::Null, |s| Value::num(s as f64))),
+        (
+            "file",
+            Value::str(&target.file_of(p.session.as_deref()).display().to_string()),
+        ),
+        ("message", Value::str(&p.message)),
+    ])
+}
+
+/// `verify`.
+pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
+    let target = Target::from_args(&a.store);
+    let vocab = target.vocabulary()?;
+    let mut report = StoreReport::default();
+    let bar = super::progress::spinner(ctx, &format!("verifying {}", target.path.display()));
+    match target.open_existing() {
+        // Locked by another process: the check could not run at all.
+        Err(e) if exit_status(e.status) == EXIT_FAILED => {
+            return Err(CliError::library(&target.path, None, &e))
+        }
+        Err(e) => report.problems.push(Problem::from_error(None, &e, None)),
+        Ok(mut backend) => match &a.id {
+            Some(id) => {
+                let session = verify_session(&mut *backend, id, &vocab);
+                if session.problems.iter().any(|p| p.rule == "load.not-found") {
+                    return Err(CliError::failed(
+                        EXIT_FAILED,
+                        format!("{}: session \"{id}\" not found", target.path.display()),
+                    ));
+                }
+                report.sessions.push(session);
+            }
+            None => {
+                let extra = match target.kind {
+                    BackendKind::Jsonl => jsonl_session_ids(&target.path),
+                    BackendKind::Sqlite => Vec::new(),
+                };
+                report = verify_store(&mut *backend, &extra, &vocab);
+            }
+        },
+    }
+    bar.finish_and_clear();
+    let worst = report.worst();
+    let exit = exit_of(worst);
+    let mut out = Out::new();
+    if ctx.json {
+        let sessions = report.sessions.iter().map(|s| {
+            Value::obj([
+                ("id", Value::str(&s.id)),
+                (
+                    "events",
+                    s.events.map_or(Value::Null, |n| Value::num(n as f64)),
+                ),
+                ("status", Value::str(status_word(s.worst()))),
+                (
+                    "problems",
+                    Value::Array(
+                        s.problems
+                            .iter()
+                            .map(|p| problem_json(&target, p))
+                            .collect(),
+                    ),
+                ),
+            ])
+        });
+        let doc = Value::obj([
+            ("store", Value::str(&target.path.display().to_string())),
+            ("backend", Value::str(&target.describe())),
+            ("status", Value::str(status_word(worst))),
+            ("exit", Value::num(f64::from(exit))),
+            (
+                "problems",
+                Value::Array(
+                    report
+                        .problems
+                        .iter()
+                        .map(|p| problem_json(&target, p))
+                        .collect(),
+                ),
+            ),
+            ("sessions", Value::Array(sessions.collect())),
+        ]);
+        out.line(&doc.to_json());
+        return Ok(exit);
+    }
+    out.line(&format!(
+        "store {} ({}): {} session(s) checked",
+        target.path.display(),
+        target.describe(),
+        report.sessions.len()
+    ));
+    for p in &report.problems {
+        out.line(&format!("  {}", problem_line(&target, p)));
+    }
+    let mut counts = [0usize; 3];
+    for s in &report.sessions {
+        let worst = s.worst();
+        counts[exit_of(worst) as usize] += 1;
+        let events = s
+            .events
+            .map_or_else(String::new, |n| format!(" ({n} events)"));
+        out.line(&format!("{}: {}{events}", s.id, status_word(worst)));
+        for p in &s.problems {
+            out.line(&format!("  {}", problem_line(&target, p)));
+        }
+    }
+    out.line(&format!(
+        "{} clean, {} repairable, {} corrupt: {}",
+        counts[0],
+        counts[1],
+        counts[2],
+        status_word(worst)
+    ));
+    Ok(exit)
+}
