@@ -157,25 +157,11 @@ pub trait Backend: Send {
         self.append(header, &events.to_vec(), materialize)
     }
 
-    /// Stream the stored events of `id` to `sink` in batches, in order,
-    /// without holding the whole log (windowed open). `Ok(None)` when the
-    /// backend cannot (the default), the session is absent, or its log
-    /// needs the whole-log read (a torn or damaged tail): the caller then
-    /// uses [`Backend::load`], which decides and reports. A sink error
-    /// stops the read and is returned.
-    fn load_streaming(
-        &mut self,
-        _id: &str,
-        _sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
-    ) -> Result<Option<Streamed>> {
-        Ok(None)
-    }
-
-    /// The stored events of `id` with seqs `from..to` (fewer when the log
-    /// is shorter), read back for a windowed session. The default reads
-    /// the whole log; backends that can seek override it.
-    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
-        Ok(slice_of(self.load(id)?, from, to))
+    /// The backend's reads of part of a log, when it has them (windowed
+    /// sessions). `None`, the default, makes a windowed open read the
+    /// whole log and a read-back slice a whole load.
+    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
+        None
     }
 
     /// Remove a stored session (its log and header). Returns whether
@@ -193,7 +179,29 @@ pub trait Backend: Send {
     ) -> Result<()>;
 }
 
-/// What a streaming read ([`Backend::load_streaming`]) ends with.
+/// What a backend that can read part of a log offers beyond [`Backend`]
+/// (found through [`Backend::range_reads`]): a streaming read for the
+/// windowed open, and range reads for the events a windowed session
+/// reads back.
+pub trait RangeReads {
+    /// Stream the stored events of `id` to `sink` in batches, in order,
+    /// without holding the whole log (windowed open). `Ok(None)` when the
+    /// session is absent, or its log
+    /// needs the whole-log read (a torn or damaged tail): the caller then
+    /// uses [`Backend::load`], which decides and reports. A sink error
+    /// stops the read and is returned.
+    fn load_streaming(
+        &mut self,
+        id: &str,
+        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+    ) -> Result<Option<Streamed>>;
+
+    /// The stored events of `id` with seqs `from..to` (fewer when the log
+    /// is shorter), read back for a windowed session.
+    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>>;
+}
+
+/// What a streaming read ([`RangeReads::load_streaming`]) ends with.
 #[derive(Debug, Clone)]
 pub struct Streamed {
     /// The header.

@@ -24,7 +24,7 @@ pub mod writer;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use backend::{Backend, Listed, Loaded, Stored, Torn};
+pub use backend::{Backend, Listed, Loaded, RangeReads, Stored, Torn};
 pub use config::{
     check_batch_window, check_session_id, Access, BackendConfig, CreateOptions, ForkOptions,
     OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS, DEFAULT_WINDOW, HEADER_FIELDS,
@@ -448,7 +448,12 @@ impl Store {
             r.evict_old();
             Ok(())
         };
-        let streamed = lock_backend(&self.backend).load_streaming(id, &mut push);
+        let mut backend = lock_backend(&self.backend);
+        let Some(reads) = backend.range_reads() else {
+            return Ok(None);
+        };
+        let streamed = reads.load_streaming(id, &mut push);
+        drop(backend);
         let Ok(Some(streamed)) = streamed else {
             return Ok(None);
         };

@@ -29,7 +29,11 @@ impl StoredEvents {
     }
 
     fn read(&self, store: &Store, from: u64, to: u64) -> Result<Vec<Stored>> {
-        lock_backend(&store.backend).load_range(&self.id, from, to)
+        let mut backend = lock_backend(&store.backend);
+        match backend.range_reads() {
+            Some(reads) => reads.load_range(&self.id, from, to),
+            None => Ok(super::backend::slice_of(backend.load(&self.id)?, from, to)),
+        }
     }
 }
 

@@ -59,14 +59,17 @@ pub fn summary(
         open_turn: None,
         torn: false,
     };
-    let streamed = backend.load_streaming(id, &mut |_, batch| {
-        s.events += batch.len() as u64;
-        tick(batch.len() as u64);
-        for e in &batch {
-            turn_after(e, &mut s.open_turn);
-        }
-        Ok(())
-    })?;
+    let streamed = match backend.range_reads() {
+        Some(reads) => reads.load_streaming(id, &mut |_, batch| {
+            s.events += batch.len() as u64;
+            tick(batch.len() as u64);
+            for e in &batch {
+                turn_after(e, &mut s.open_turn);
+            }
+            Ok(())
+        })?,
+        None => None,
+    };
     if streamed.is_some() {
         return Ok(Some(s));
     }
@@ -92,11 +95,12 @@ pub fn range(
     seekable: bool,
     tick: &mut dyn FnMut(u64),
 ) -> Result<Option<(Vec<Value>, bool)>> {
-    if seekable {
+    if seekable && backend.range_reads().is_some() {
         if backend.revision(id)?.is_none() {
             return Ok(None);
         }
-        let events = backend.load_range(id, from, to)?;
+        let reads = backend.range_reads().expect("checked above");
+        let events = reads.load_range(id, from, to)?;
         tick(events.len() as u64);
         return Ok(Some((
             events.into_iter().map(Stored::into_value).collect(),
@@ -105,16 +109,19 @@ pub fn range(
     }
     let mut kept = Vec::new();
     let mut seq = 0u64;
-    let streamed = backend.load_streaming(id, &mut |_, batch| {
-        tick(batch.len() as u64);
-        for e in batch {
-            if (from..to).contains(&seq) {
-                kept.push(e.into_value());
+    let streamed = match backend.range_reads() {
+        Some(reads) => reads.load_streaming(id, &mut |_, batch| {
+            tick(batch.len() as u64);
+            for e in batch {
+                if (from..to).contains(&seq) {
+                    kept.push(e.into_value());
+                }
+                seq += 1;
             }
-            seq += 1;
-        }
-        Ok(())
-    })?;
+            Ok(())
+        })?,
+        None => None,
+    };
     if streamed.is_some() {
         return Ok(Some((kept, false)));
     }

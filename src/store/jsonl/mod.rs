@@ -32,7 +32,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::backend::{slice_of, Backend, Listed, Loaded, Stored, Streamed, Torn};
+use super::backend::{slice_of, Backend, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
 use super::seqs::check_contiguous;
 use super::writer::Hurry;
 use crate::engine::Event;
@@ -383,6 +383,10 @@ impl JsonlBackend {
 }
 
 impl Backend for JsonlBackend {
+    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
+        Some(self)
+    }
+
     fn name(&self) -> &'static str {
         "jsonl"
     }
@@ -473,62 +477,6 @@ impl Backend for JsonlBackend {
         }))
     }
 
-    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
-        let segment = encode_segment(&JsString::from_str(id))?;
-        let path = layout::find_log(&self.root, &segment, self.compression)?;
-        if let (Some(path), Some(marks)) = (path, self.marks.get_mut(&segment)) {
-            let mut cursor = match self.cursor.take() {
-                Some((s, c)) if s == segment => Some(c),
-                other => {
-                    self.cursor = other;
-                    None
-                }
-            };
-            let read = range::read_range(&path, self.compression, marks, &mut cursor, from, to)?;
-            if let Some(c) = cursor {
-                self.cursor = Some((segment, c));
-            }
-            if let Some(events) = read {
-                return Ok(events);
-            }
-        }
-        // No resync point known: read the whole log (which records them).
-        Ok(slice_of(self.load(id)?, from, to))
-    }
-
-    fn load_streaming(
-        &mut self,
-        id: &str,
-        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
-    ) -> Result<Option<Streamed>> {
-        let segment = encode_segment(&JsString::from_str(id))?;
-        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
-            return Ok(None);
-        };
-        let mut count = 0u64;
-        let mut counted = |h: &Value, batch: Vec<Stored>| {
-            count += batch.len() as u64;
-            sink(h, batch)
-        };
-        let end = stream::stream_log(
-            &path,
-            self.compression,
-            self.reading,
-            |h| self.check_identity(Some(id), h, &path),
-            &mut counted,
-        )?;
-        let Some(end) = end else {
-            return Ok(None);
-        };
-        self.marks.insert(segment.clone(), end.marks);
-        self.forget_cursor(&segment);
-        self.remember(&segment, path, Some(count));
-        Ok(Some(Streamed {
-            header: end.header,
-            revision: end.revision,
-        }))
-    }
-
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
         let segment = encode_segment(&JsString::from_str(id))?;
         if let Some(state) = self.logs.get(&segment) {
@@ -603,5 +551,63 @@ impl Backend for JsonlBackend {
             return Ok(());
         }
         self.append_batch(&segment, header, events)
+    }
+}
+
+impl RangeReads for JsonlBackend {
+    fn load_streaming(
+        &mut self,
+        id: &str,
+        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+    ) -> Result<Option<Streamed>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
+            return Ok(None);
+        };
+        let mut count = 0u64;
+        let mut counted = |h: &Value, batch: Vec<Stored>| {
+            count += batch.len() as u64;
+            sink(h, batch)
+        };
+        let end = stream::stream_log(
+            &path,
+            self.compression,
+            self.reading,
+            |h| self.check_identity(Some(id), h, &path),
+            &mut counted,
+        )?;
+        let Some(end) = end else {
+            return Ok(None);
+        };
+        self.marks.insert(segment.clone(), end.marks);
+        self.forget_cursor(&segment);
+        self.remember(&segment, path, Some(count));
+        Ok(Some(Streamed {
+            header: end.header,
+            revision: end.revision,
+        }))
+    }
+
+    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        let path = layout::find_log(&self.root, &segment, self.compression)?;
+        if let (Some(path), Some(marks)) = (path, self.marks.get_mut(&segment)) {
+            let mut cursor = match self.cursor.take() {
+                Some((s, c)) if s == segment => Some(c),
+                other => {
+                    self.cursor = other;
+                    None
+                }
+            };
+            let read = range::read_range(&path, self.compression, marks, &mut cursor, from, to)?;
+            if let Some(c) = cursor {
+                self.cursor = Some((segment, c));
+            }
+            if let Some(events) = read {
+                return Ok(events);
+            }
+        }
+        // No resync point known: read the whole log (which records them).
+        Ok(slice_of(self.load(id)?, from, to))
     }
 }

@@ -199,7 +199,7 @@ pub fn read_range(
 mod tests {
     use super::super::tests::{ev, header, TempRoot, BOTH};
     use super::super::JsonlBackend;
-    use crate::store::backend::{Backend, Stored};
+    use crate::store::backend::{Backend, RangeReads, Stored};
 
     /// Event `i`: runs of chunks (stored packed) between plugin events.
     fn event(i: u64) -> std::sync::Arc<crate::engine::Event> {

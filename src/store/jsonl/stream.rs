@@ -201,7 +201,7 @@ mod tests {
     use super::super::tests::{ev, header, TempRoot};
     use super::super::zstd_frames::compress_frame;
     use super::super::{Compression, JsonlBackend};
-    use crate::store::backend::{Backend, Stored};
+    use crate::store::backend::{Backend, RangeReads, Stored};
     use crate::test_rng::Rng;
 
     /// Event `i` (with non-ASCII text, so cuts fall inside characters).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::tests::{ev, header, TempRoot, BOTH};
 use super::*;
-use crate::store::backend::Stored;
+use crate::store::backend::{RangeReads, Stored};
 
 fn texts(values: &[Value]) -> Vec<String> {
     values.iter().map(Value::to_json).collect()

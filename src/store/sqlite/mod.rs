@@ -50,7 +50,7 @@ use self::row_buf::RowBuf;
 use self::rows::{RawRow, Wtf8};
 use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
-use super::backend::{Backend, Listed, Loaded, Stored, Streamed, Torn};
+use super::backend::{Backend, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
 use super::chunk_rows::{self, Record, SQLITE_BOUNDS};
 use super::writer::Hurry;
 use crate::engine::Event;
@@ -421,6 +421,10 @@ impl Drop for Finish<'_> {
 }
 
 impl Backend for SqliteBackend {
+    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
+        Some(self)
+    }
+
     fn name(&self) -> &'static str {
         "sqlite"
     }
@@ -466,65 +470,6 @@ impl Backend for SqliteBackend {
                 recovered: 0,
             }),
         }))
-    }
-
-    fn load_streaming(
-        &mut self,
-        id: &str,
-        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
-    ) -> Result<Option<Streamed>> {
-        // One read transaction over pages of rows; any row that does not
-        // decode, or a gap, leaves the decision to the whole-log read.
-        let tx = self.conn.transaction().map_err(sql_err)?;
-        let Some(session) = sessions::select(&tx, id.as_bytes())? else {
-            return Ok(None);
-        };
-        let mut stmt = tx
-            .prepare_cached(&format!(
-                "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT {STREAM_PAGE}",
-                rows::COLUMNS
-            ))
-            .map_err(sql_err)?;
-        let mut next = 0u64;
-        loop {
-            let mut q = stmt
-                .query((Wtf8(id.as_bytes()), next.min(i64::MAX as u64) as i64))
-                .map_err(sql_err)?;
-            let mut batch = Vec::new();
-            let mut rows_read = 0;
-            while let Some(row) = q.next().map_err(sql_err)? {
-                rows_read += 1;
-                let row = RawRow::from_row(row)?;
-                let Ok(events) = rows::decode(&row) else {
-                    return Ok(None);
-                };
-                if row.seq != next || events.is_empty() {
-                    return Ok(None);
-                }
-                next += events.len() as u64;
-                batch.extend(events);
-            }
-            if rows_read == 0 {
-                break;
-            }
-            sink(&session.header, batch)?;
-        }
-        drop(stmt);
-        let data_version = load::commit_read(tx)?;
-        self.read_done(LastScan {
-            id: id.as_bytes().to_vec(),
-            data_version,
-            torn_from: None,
-            next,
-        });
-        Ok(Some(Streamed {
-            revision: self.revision_of(&session),
-            header: session.header,
-        }))
-    }
-
-    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
-        load::load_range(&self.conn, id, from, to)
     }
 
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
@@ -642,5 +587,66 @@ impl Backend for SqliteBackend {
         // A repair follows a load and reads the tail again.
         self.release_cache();
         Ok(())
+    }
+}
+
+impl RangeReads for SqliteBackend {
+    fn load_streaming(
+        &mut self,
+        id: &str,
+        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+    ) -> Result<Option<Streamed>> {
+        // One read transaction over pages of rows; any row that does not
+        // decode, or a gap, leaves the decision to the whole-log read.
+        let tx = self.conn.transaction().map_err(sql_err)?;
+        let Some(session) = sessions::select(&tx, id.as_bytes())? else {
+            return Ok(None);
+        };
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT {STREAM_PAGE}",
+                rows::COLUMNS
+            ))
+            .map_err(sql_err)?;
+        let mut next = 0u64;
+        loop {
+            let mut q = stmt
+                .query((Wtf8(id.as_bytes()), next.min(i64::MAX as u64) as i64))
+                .map_err(sql_err)?;
+            let mut batch = Vec::new();
+            let mut rows_read = 0;
+            while let Some(row) = q.next().map_err(sql_err)? {
+                rows_read += 1;
+                let row = RawRow::from_row(row)?;
+                let Ok(events) = rows::decode(&row) else {
+                    return Ok(None);
+                };
+                if row.seq != next || events.is_empty() {
+                    return Ok(None);
+                }
+                next += events.len() as u64;
+                batch.extend(events);
+            }
+            if rows_read == 0 {
+                break;
+            }
+            sink(&session.header, batch)?;
+        }
+        drop(stmt);
+        let data_version = load::commit_read(tx)?;
+        self.read_done(LastScan {
+            id: id.as_bytes().to_vec(),
+            data_version,
+            torn_from: None,
+            next,
+        });
+        Ok(Some(Streamed {
+            revision: self.revision_of(&session),
+            header: session.header,
+        }))
+    }
+
+    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
+        load::load_range(&self.conn, id, from, to)
     }
 }
