@@ -6,7 +6,9 @@
 # Each ```sh block runs twice in a row, from the repository root, with
 # `bash -euo pipefail` (the README's commands must work again on a machine
 # where they already ran); the ```c block is compiled against the cargo
-# build the quickstart block made and run; a ```json block must parse.
+# build the quickstart block made and run; a ```rust block is the main.rs
+# of a crate outside the repository that depends on the core by path, run
+# with cargo; a ```json block must parse.
 # ```text blocks are not code. A block preceded by the line
 # `<!-- readme-test: skip: REASON -->` is listed with its reason instead of
 # being run (a block that runs this very script, one that needs root and
@@ -60,6 +62,15 @@ for f in $(ls "$work" | grep -E '^[0-9]+\.[a-z]+$' | grep -v '\.line$\|\.skip$' 
         c)
             if ! (cc -std=c99 -Wall -Wextra -Werror -Iinclude "$work/$f" -Ltarget/release -ldsh_session \
                     -Wl,-rpath,"$root/target/release" -o "$work/$n.bin" && "$work/$n.bin") >"$log" 2>&1; then
+                echo "FAIL $name:"; tail -n 40 "$log" | sed 's/^/#  /'
+                failed=$((failed + 1)); continue
+            fi ;;
+        rust)
+            crate=$work/$n.crate
+            mkdir -p "$crate/src"
+            cp "$work/$f" "$crate/src/main.rs"
+            printf '[package]\nname = "readme-block"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n[dependencies]\ndsh-session = { path = "%s" }\n\n[workspace]\n' "$root" >"$crate/Cargo.toml"
+            if ! (cd "$crate" && CARGO_TARGET_DIR="$root/target/readme-rust" cargo run --quiet) >"$log" 2>&1; then
                 echo "FAIL $name:"; tail -n 40 "$log" | sed 's/^/#  /'
                 failed=$((failed + 1)); continue
             fi ;;

@@ -13,6 +13,10 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 echo "==> format and lints"
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
+# The core's backends are cargo features: every choice must build cleanly.
+for features in "" sqlite jsonl; do
+    cargo clippy --locked -p dsh-session --lib --no-default-features --features "$features" -- -D warnings
+done
 
 echo "==> cargo test (unit, conformance vectors, checklist, contract, crash, C ABI misuse)"
 # The C programs link the shared library, which `cargo test` alone does not build.

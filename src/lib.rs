@@ -100,8 +100,10 @@
 pub mod engine;
 pub mod error;
 pub mod json;
+pub mod rule;
 pub mod store;
 #[cfg(test)]
 mod test_rng;
 
 pub use error::{Error, Result, Status};
+pub use rule::Rule;

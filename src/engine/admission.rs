@@ -10,6 +10,7 @@ use super::event::{is_surface_type, Checked, TURN_END, TURN_START};
 use super::vocabulary::{is_known, is_reserved, is_retired};
 use super::{seed, upgrade, Event};
 use crate::error::{Error, Result};
+use crate::rule::Rule;
 
 /// How an append decides what to accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,7 +76,7 @@ impl Vocabulary {
             let name = name.as_ref();
             if !is_type_name(name) {
                 return Err(Error::invalid_argument(
-                    "config.event-type",
+                    Rule::ConfigEventType,
                     format!(
                         "event type {name:?} is not a valid type name: two or more \
                          '/'-separated segments of lowercase letters, digits and single '-', \
@@ -85,7 +86,7 @@ impl Vocabulary {
             }
             if is_reserved(name) {
                 return Err(Error::invalid_argument(
-                    "config.event-type-reserved",
+                    Rule::ConfigEventTypeReserved,
                     format!("event type {name:?} is a core or retired type and cannot be declared"),
                 ));
             }
@@ -148,7 +149,7 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
     let ty = e.ty.as_str().unwrap_or("");
     if is_retired(ty) {
         return Err(Error::rejected(
-            "admit.retired-type",
+            Rule::AdmitRetiredType,
             format!(
                 "{} uses the retired event type \"{ty}\", which a later load refuses or rewrites",
                 subject()
@@ -157,7 +158,7 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
     }
     if !vocab.admits_type(e) {
         return Err(Error::rejected(
-            "admit.unknown-type",
+            Rule::AdmitUnknownType,
             format!(
                 "{} has event type {:?}, which is neither known nor declared in the store's \
                  \"eventTypes\" and is not marked ignorable; a later load would refuse it",
@@ -169,7 +170,7 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
     if is_surface_type(&e.ty) {
         if e.op_text().is_none() {
             return Err(Error::rejected(
-                "admit.surface-op-missing",
+                Rule::AdmitSurfaceOpMissing,
                 format!(
                     "{} has no surfaceOp; a later load requires one on message events",
                     subject()
@@ -182,7 +183,7 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
     let turn = e.ty == TURN_START || e.ty == TURN_END;
     if turn && (!upgrade::is_current_turn(e) || !numbers_its_turn(e)) {
         return Err(Error::rejected(
-            "admit.turn-shape",
+            Rule::AdmitTurnShape,
             format!(
                 "{} has data a later load would rewrite or refuse, or that leaves its turn \
                  without a number to close it by (turn/start: {{turn}} with turn >= 1 and no \
@@ -215,7 +216,7 @@ fn numbers_its_turn(e: &Event) -> bool {
 pub fn check_ignorable(ty: &str) -> Result<()> {
     if is_reserved(ty) {
         return Err(Error::rejected(
-            "append.ignorable-known",
+            Rule::AppendIgnorableKnown,
             format!(
                 "\"ignorable\" marks an event type readers may not know; \"{ty}\" is a core \
                  or retired type"
@@ -261,11 +262,11 @@ mod tests {
     fn declaring_a_core_or_retired_type_is_refused() {
         for name in ["user/message", "turn/start", "mode/set", "steering/message"] {
             let e = Vocabulary::new([name]).unwrap_err();
-            assert_eq!(e.rule, "config.event-type-reserved", "{name}");
+            assert_eq!(e.rule, Rule::ConfigEventTypeReserved, "{name}");
         }
         assert_eq!(
             Vocabulary::new(["Bad"]).unwrap_err().rule,
-            "config.event-type"
+            Rule::ConfigEventType
         );
         let v = Vocabulary::new(["myapp/note"]).unwrap();
         assert!(v.knows("myapp/note") && v.knows("turn/start") && !v.knows("myapp/other"));

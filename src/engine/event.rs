@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::json::{self, canon, JsString, Value};
+use crate::rule::Rule;
 
 /// `user/message`.
 pub const USER_MESSAGE: &str = "user/message";
@@ -324,7 +325,7 @@ pub fn typed_log(values: Vec<Value>) -> Result<Vec<Event>> {
             })?;
             if e.seq != i as u64 {
                 return Err(Error::rejected(
-                    "seq.gap",
+                    Rule::SeqGap,
                     format!(
                         "session event seq {} is not contiguous; expected {i}",
                         e.seq

@@ -5,6 +5,7 @@
 use super::event::{has_fallback_reason, REQUEST_HEADER, REQUEST_HEADER_DELTA};
 use crate::error::{Error, Result};
 use crate::json::{self, Value};
+use crate::rule::Rule;
 
 /// The `data` of one append: text already known to be canonical JSON, or a
 /// value tree (with whether it is certainly lossless).
@@ -99,7 +100,7 @@ pub fn parse_input(text: &str, what: &str) -> Result<Value> {
 /// (no negative-zero or infinite literal was seen while parsing).
 pub(super) fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool)> {
     json::parse_checked(text)
-        .map_err(|e| Error::invalid_json("json.parse", format!("{what} is not valid JSON: {e}")))
+        .map_err(|e| Error::invalid_json(Rule::JsonParse, format!("{what} is not valid JSON: {e}")))
 }
 
 /// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
@@ -114,20 +115,20 @@ pub(super) fn check_input(
     if let Data::Value(v, false) = data {
         if !v.is_lossless() {
             return Err(Error::invalid_json(
-                "json.not-lossless",
+                Rule::JsonNotLossless,
                 format!("event \"{ty}\" carries data that is not JSON-serializable"),
             ));
         }
     }
     if ty == REQUEST_HEADER_DELTA {
         return Err(Error::rejected(
-            "header.legacy",
+            Rule::HeaderLegacy,
             "append uses the unsupported legacy request/header-delta format",
         ));
     }
     if ty == REQUEST_HEADER && data.reason_is_fallback() {
         return Err(Error::rejected(
-            "header.legacy-fallback",
+            Rule::HeaderLegacyFallback,
             "append uses the unsupported legacy request/header reason \"fallback\"",
         ));
     }
@@ -149,7 +150,7 @@ pub(super) fn check_input(
         ),
         Some(Err(_)) => {
             return Err(Error::invalid_argument(
-                "arg.intent",
+                Rule::ArgIntent,
                 "intent must be a JSON object or null",
             ))
         }
@@ -159,7 +160,7 @@ pub(super) fn check_input(
             || !op.as_ref().is_none_or(Value::is_lossless))
     {
         return Err(Error::invalid_json(
-            "json.surface-metadata-not-lossless",
+            Rule::JsonSurfaceMetadataNotLossless,
             format!("event \"{ty}\" carries surface metadata that is not JSON-serializable"),
         ));
     }
@@ -188,7 +189,7 @@ pub(super) fn ignorable_marker(ty: &str, ignorable: Option<Value>) -> Result<boo
             Ok(true)
         }
         Some(_) => Err(Error::invalid_argument(
-            "arg.ignorable",
+            Rule::ArgIgnorable,
             "the intent's \"ignorable\" must be a boolean",
         )),
     }

@@ -6,6 +6,7 @@ use super::event::{
 };
 use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
+use crate::rule::Rule;
 
 /// How a seed is checked (lifecycle.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +22,7 @@ pub const FORMAT_VERSION: u64 = 0;
 
 fn not_lossless(index: usize) -> Error {
     Error::invalid_json(
-        "json.not-lossless",
+        Rule::JsonNotLossless,
         format!("seed event at index {index} is not losslessly JSON-serializable"),
     )
     .at_index(index)
@@ -29,7 +30,7 @@ fn not_lossless(index: usize) -> Error {
 
 fn legacy_delta(index: usize) -> Error {
     Error::rejected(
-        "header.legacy",
+        Rule::HeaderLegacy,
         format!(
             "seed event at index {index} uses the unsupported legacy request/header-delta format"
         ),
@@ -102,14 +103,14 @@ fn check_admitted(event: &Event, index: usize, messages: bool) -> Result<()> {
         event.ty == REQUEST_HEADER && super::event::has_fallback_reason(event.data_text());
     if fallback {
         return Err(Error::rejected(
-            "header.legacy-fallback",
+            Rule::HeaderLegacyFallback,
             format!("seed event at index {index} uses the unsupported legacy request/header reason \"fallback\""),
         )
         .at_index(index));
     }
     if event.seq != index as u64 {
         return Err(Error::rejected(
-            "seq.seed-not-contiguous",
+            Rule::SeqSeedNotContiguous,
             format!(
                 "seed event at index {index} has seq {} but {index} was expected; seeds must start at 0 without gaps",
                 event.seq
@@ -404,38 +405,36 @@ pub fn check_message(
     } else {
         "user"
     };
-    let fail = |rule: &'static str, what: &str| {
-        Err(Error::rejected(rule, format!("{} {what}", subject())))
-    };
+    let fail = |rule: Rule, what: &str| Err(Error::rejected(rule, format!("{} {what}", subject())));
     let Some(m) = message.and_then(Value::as_object) else {
-        return fail("msg.unidentified", "has no identified message");
+        return fail(Rule::MsgUnidentified, "has no identified message");
     };
     if !non_empty_str(m.get("id")) {
-        return fail("msg.unidentified", "has no identified message");
+        return fail(Rule::MsgUnidentified, "has no identified message");
     }
     if m.get("role").and_then(Value::as_str) != Some(role) {
-        return fail("msg.role", &format!("message role must be \"{role}\""));
+        return fail(Rule::MsgRole, &format!("message role must be \"{role}\""));
     }
     let source = m.get("source").and_then(Value::as_object);
     let Some(source) = source.filter(|s| non_empty_str(s.get("kind"))) else {
-        return fail("msg.source", "message source is invalid");
+        return fail(Rule::MsgSource, "message source is invalid");
     };
     let Some(content) = m.get("content").and_then(Value::as_array) else {
-        return fail("msg.content", "message content is invalid");
+        return fail(Rule::MsgContent, "message content is invalid");
     };
     if kind == MessageKind::Assistant {
         let model = source.get("kind").and_then(Value::as_str) == Some("model")
             && non_empty_str(source.get("provider"))
             && non_empty_str(source.get("model"));
         if !model {
-            return fail("msg.model-source", "message needs a model source");
+            return fail(Rule::MsgModelSource, "message needs a model source");
         }
     } else if kind == MessageKind::ToolResult {
         let call_id = source.get("callId").and_then(Value::as_js_str);
         let tool = source.get("kind").and_then(Value::as_str) == Some("tool")
             && call_id.is_some_and(|c| !c.is_empty());
         if !tool {
-            return fail("msg.tool-source", "message needs a tool source");
+            return fail(Rule::MsgToolSource, "message needs a tool source");
         }
         let block = match content.as_slice() {
             [Value::Object(b)] => Some(b),
@@ -446,13 +445,13 @@ pub fn check_message(
                 && b.get("content").is_some_and(|c| c.as_array().is_some())
         }) else {
             return fail(
-                "msg.tool-result-block",
+                Rule::MsgToolResultBlock,
                 "message must hold exactly one tool-result block",
             );
         };
         if block.get("toolCallId").and_then(Value::as_js_str) != call_id {
             return fail(
-                "msg.tool-call-id-mismatch",
+                Rule::MsgToolCallIdMismatch,
                 "message tool call ids disagree",
             );
         }
@@ -473,9 +472,7 @@ pub fn check_event_header(event: &Event, subject: &dyn Fn() -> String) -> Result
 
 /// `assertCurrentLlmShape` for a seeded `request/header`.
 fn check_request_header(data: &Value, subject: &dyn Fn() -> String) -> Result<()> {
-    let fail = |rule: &'static str, what: &str| {
-        Err(Error::rejected(rule, format!("{} {what}", subject())))
-    };
+    let fail = |rule: Rule, what: &str| Err(Error::rejected(rule, format!("{} {what}", subject())));
     let header = data
         .as_object()
         .and_then(|d| d.get("header"))
@@ -484,15 +481,15 @@ fn check_request_header(data: &Value, subject: &dyn Fn() -> String) -> Result<()
         .and_then(|h| h.get("config"))
         .and_then(Value::as_object);
     let (Some(header), Some(config)) = (header, config) else {
-        return fail("seed.header-provider-model", "lacks provider/model");
+        return fail(Rule::SeedHeaderProviderModel, "lacks provider/model");
     };
     if !non_empty_str(config.get("provider")) || !non_empty_str(config.get("model")) {
-        return fail("seed.header-provider-model", "lacks provider/model");
+        return fail(Rule::SeedHeaderProviderModel, "lacks provider/model");
     }
     if let Some(effort) = config.get("reasoningEffort") {
         if !non_empty_str(Some(effort)) {
             return fail(
-                "seed.header-reasoning-effort",
+                Rule::SeedHeaderReasoningEffort,
                 "has an invalid reasoningEffort",
             );
         }
@@ -508,7 +505,7 @@ fn check_request_header(data: &Value, subject: &dyn Fn() -> String) -> Result<()
         });
         if !ok {
             return fail(
-                "seed.header-adapter-defaults",
+                Rule::SeedHeaderAdapterDefaults,
                 "has invalid adapterDefaults",
             );
         }
@@ -516,7 +513,7 @@ fn check_request_header(data: &Value, subject: &dyn Fn() -> String) -> Result<()
     Ok(())
 }
 
-fn header_error(rule: &'static str, message: impl Into<String>) -> Error {
+fn header_error(rule: Rule, message: impl Into<String>) -> Error {
     Error::rejected(rule, message)
 }
 
@@ -526,31 +523,31 @@ pub fn validate_header(header: &Value, id: &str) -> Result<()> {
     if !header.is_lossless() {
         return Err(Error::new(
             Status::InvalidJson,
-            "header.not-lossless",
+            Rule::HeaderNotLossless,
             "session header cannot be losslessly serialized",
         ));
     }
     let Some(h) = header.as_object() else {
         return Err(header_error(
-            "header.not-record",
+            Rule::HeaderNotRecord,
             "session header is not a plain JSON record",
         ));
     };
     if h.get("version").and_then(Value::as_f64) != Some(FORMAT_VERSION as f64) {
         return Err(header_error(
-            "header.version",
+            Rule::HeaderVersion,
             format!("header version must be {FORMAT_VERSION}"),
         ));
     }
     if h.get("id").and_then(Value::as_str) != Some(id) {
         return Err(header_error(
-            "header.id-mismatch",
+            Rule::HeaderIdMismatch,
             format!("header id does not match session id \"{id}\""),
         ));
     }
     if h.get("createdAt").and_then(Value::as_safe_u64).is_none() {
         return Err(header_error(
-            "header.created-at",
+            Rule::HeaderCreatedAt,
             "header createdAt must be a non-negative safe integer",
         ));
     }
@@ -562,13 +559,13 @@ pub fn check_optional_header_fields(h: &Object) -> Result<()> {
     if let Some(cwd) = h.get("cwd") {
         let Some(cwd) = cwd.as_js_str() else {
             return Err(header_error(
-                "header.cwd-type",
+                Rule::HeaderCwdType,
                 "header cwd must be a string",
             ));
         };
         if !cwd.as_wtf8().starts_with(b"/") {
             return Err(header_error(
-                "header.cwd-not-absolute",
+                Rule::HeaderCwdNotAbsolute,
                 format!(
                     "header cwd must be absolute, got \"{}\"",
                     cwd.to_string_lossy()
@@ -576,7 +573,7 @@ pub fn check_optional_header_fields(h: &Object) -> Result<()> {
             ));
         }
     }
-    let string_field = |key: &str, rule: &'static str| -> Result<()> {
+    let string_field = |key: &str, rule: Rule| -> Result<()> {
         match h.get(key) {
             Some(v) if v.as_js_str().is_none() => {
                 Err(header_error(rule, format!("header {key} must be a string")))
@@ -584,8 +581,8 @@ pub fn check_optional_header_fields(h: &Object) -> Result<()> {
             _ => Ok(()),
         }
     };
-    string_field("parentSession", "header.parent-session")?;
-    let count_field = |key: &str, rule: &'static str| -> Result<()> {
+    string_field("parentSession", Rule::HeaderParentSession)?;
+    let count_field = |key: &str, rule: Rule| -> Result<()> {
         match h.get(key) {
             Some(v) if v.as_safe_u64().is_none() => Err(header_error(
                 rule,
@@ -594,17 +591,17 @@ pub fn check_optional_header_fields(h: &Object) -> Result<()> {
             _ => Ok(()),
         }
     };
-    count_field("seedLength", "header.seed-length")?;
+    count_field("seedLength", Rule::HeaderSeedLength)?;
     if let Some(origin) = h.get("origin") {
         if origin.as_str() != Some("subagent") {
             return Err(header_error(
-                "header.origin",
+                Rule::HeaderOrigin,
                 "header origin must be \"subagent\"",
             ));
         }
     }
-    count_field("delegationDepth", "header.delegation-depth")?;
-    string_field("agentPreset", "header.agent-preset")?;
+    count_field("delegationDepth", Rule::HeaderDelegationDepth)?;
+    string_field("agentPreset", Rule::HeaderAgentPreset)?;
     Ok(())
 }
 

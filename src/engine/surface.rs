@@ -9,6 +9,7 @@ use super::chunked::Chunked;
 use super::event::{is_surface_type, Event, ASSISTANT_MESSAGE, TOOL_RESULT};
 use crate::error::{Error, Result};
 use crate::json::{JsString, Object, Value};
+use crate::rule::Rule;
 
 /// What admission needs to know about one candidate event.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +123,7 @@ impl Surface {
     }
 
     /// Admission of `c` as the event with seq `expected` (surface.md §3).
-    /// Nothing is changed.
+    /// Nothing is changed. A refusal names `expected` as its seq.
     pub fn plan(
         &self,
         c: &Candidate<'_>,
@@ -130,96 +131,102 @@ impl Surface {
         markers: Markers,
         log: &dyn EventLookup,
     ) -> Result<Plan> {
-        if c.seq != Some(expected) {
-            return Err(Error::rejected(
-                "seq.gap",
-                format!(
-                    "session event seq {} is not contiguous; expected {expected}",
-                    c.seq
-                        .map_or_else(|| "(invalid)".to_string(), |s| s.to_string())
-                ),
-            ));
-        }
-        let seq = expected;
-        // Only an error message names the type.
-        let type_name = || {
-            c.ty.map_or_else(|| "(none)".to_string(), |t| t.to_string_lossy())
-        };
-        let eligible = c.ty.is_some_and(is_surface_type);
-        if !eligible {
-            if c.op.is_some() {
+        let planned = || -> Result<Plan> {
+            if c.seq != Some(expected) {
                 return Err(Error::rejected(
-                    "surface.op-on-non-surface",
+                    Rule::SeqGap,
                     format!(
-                        "event \"{}\" is not surface-eligible and may not carry surfaceOp",
-                        type_name()
+                        "session event seq {} is not contiguous; expected {expected}",
+                        c.seq
+                            .map_or_else(|| "(invalid)".to_string(), |s| s.to_string())
                     ),
                 ));
             }
-            if c.sources.is_some() {
+            let seq = expected;
+            // Only an error message names the type.
+            let type_name = || {
+                c.ty.map_or_else(|| "(none)".to_string(), |t| t.to_string_lossy())
+            };
+            let eligible = c.ty.is_some_and(is_surface_type);
+            if !eligible {
+                if c.op.is_some() {
+                    return Err(Error::rejected(
+                        Rule::SurfaceOpOnNonSurface,
+                        format!(
+                            "event \"{}\" is not surface-eligible and may not carry surfaceOp",
+                            type_name()
+                        ),
+                    ));
+                }
+                if c.sources.is_some() {
+                    return Err(Error::rejected(
+                        Rule::SurfaceSourcesOnNonSurface,
+                        format!(
+                            "event \"{}\" is not surface-eligible and may not carry sourceEventSeqs",
+                            type_name()
+                        ),
+                    ));
+                }
+                return Ok(Plan::Noop);
+            }
+            let op = match c.op {
+                None if markers == Markers::LegacyAppend => None,
+                None => {
+                    return Err(Error::rejected(
+                        Rule::SurfaceOpMissing,
+                        format!(
+                            "event \"{}\" is surface-eligible and needs a surfaceOp",
+                            type_name()
+                        ),
+                    ))
+                }
+                Some(Value::String(s)) if s == "append" => None,
+                Some(Value::Object(o)) => Some(replace_shape(o).ok_or_else(|| {
+                    Error::rejected(
+                        Rule::SurfaceReplaceShape,
+                        format!("event \"{}\" has an invalid replace surfaceOp", type_name()),
+                    )
+                })?),
+                Some(_) => {
+                    return Err(Error::rejected(
+                        Rule::SurfaceOpInvalid,
+                        format!("event \"{}\" has an invalid surfaceOp", type_name()),
+                    ))
+                }
+            };
+            let Some((start, end)) = op else {
+                check_provenance(c, seq, &[])?;
+                return Ok(Plan::Append);
+            };
+            let start_idx = self
+                .position(start)
+                .ok_or_else(|| endpoint_missing("start", start))?;
+            let end_idx = self
+                .position(end)
+                .ok_or_else(|| endpoint_missing("end", end))?;
+            if start_idx > end_idx {
                 return Err(Error::rejected(
-                    "surface.sources-on-non-surface",
+                    Rule::SurfaceReplaceInverted,
                     format!(
-                        "event \"{}\" is not surface-eligible and may not carry sourceEventSeqs",
-                        type_name()
+                        "surface replace: start {start} (index {start_idx}) comes after end {end} (index {end_idx})"
                     ),
                 ));
             }
-            return Ok(Plan::Noop);
-        }
-        let op = match c.op {
-            None if markers == Markers::LegacyAppend => None,
-            None => {
-                return Err(Error::rejected(
-                    "surface.op-missing",
-                    format!(
-                        "event \"{}\" is surface-eligible and needs a surfaceOp",
-                        type_name()
-                    ),
-                ))
+            let shadowed: Vec<u64> = self.nodes.range(start_idx..=end_idx).copied().collect();
+            check_provenance(c, seq, &shadowed)?;
+            if c.ty.is_some_and(|t| t == TOOL_RESULT) {
+                check_tool_result_rewrite(c, &shadowed, log)?;
             }
-            Some(Value::String(s)) if s == "append" => None,
-            Some(Value::Object(o)) => Some(replace_shape(o).ok_or_else(|| {
-                Error::rejected(
-                    "surface.replace-shape",
-                    format!("event \"{}\" has an invalid replace surfaceOp", type_name()),
-                )
-            })?),
-            Some(_) => {
-                return Err(Error::rejected(
-                    "surface.op-invalid",
-                    format!("event \"{}\" has an invalid surfaceOp", type_name()),
-                ))
-            }
+            Ok(Plan::Replace {
+                start,
+                end,
+                start_idx,
+                end_idx,
+            })
         };
-        let Some((start, end)) = op else {
-            check_provenance(c, seq, &[])?;
-            return Ok(Plan::Append);
-        };
-        let start_idx = self
-            .position(start)
-            .ok_or_else(|| endpoint_missing("start", start))?;
-        let end_idx = self
-            .position(end)
-            .ok_or_else(|| endpoint_missing("end", end))?;
-        if start_idx > end_idx {
-            return Err(Error::rejected(
-                "surface.replace-inverted",
-                format!(
-                    "surface replace: start {start} (index {start_idx}) comes after end {end} (index {end_idx})"
-                ),
-            ));
-        }
-        let shadowed: Vec<u64> = self.nodes.range(start_idx..=end_idx).copied().collect();
-        check_provenance(c, seq, &shadowed)?;
-        if c.ty.is_some_and(|t| t == TOOL_RESULT) {
-            check_tool_result_rewrite(c, &shadowed, log)?;
-        }
-        Ok(Plan::Replace {
-            start,
-            end,
-            start_idx,
-            end_idx,
+        planned().map_err(|e| match e.seq {
+            Some(_) => e,
+            None => e.at_seq(expected),
         })
     }
 
@@ -269,7 +276,7 @@ impl Surface {
 
 fn endpoint_missing(which: &str, seq: u64) -> Error {
     Error::rejected(
-        "surface.replace-endpoint-missing",
+        Rule::SurfaceReplaceEndpointMissing,
         format!("surface replace: {which} seq {seq} is not on the surface"),
     )
 }
@@ -291,13 +298,13 @@ fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()>
     if let Some(raw) = c.sources {
         let arr = raw.as_array().ok_or_else(|| {
             Error::rejected(
-                "surface.sources-not-array",
+                Rule::SurfaceSourcesNotArray,
                 format!("sourceEventSeqs on event at seq {seq} must be an array"),
             )
         })?;
         if arr.is_empty() && c.ty.is_none_or(|t| t != ASSISTANT_MESSAGE) {
             return Err(Error::rejected(
-                "surface.sources-empty",
+                Rule::SurfaceSourcesEmpty,
                 format!("sourceEventSeqs on event \"{}\" at seq {seq} may be empty only on assistant/message", type_name()),
             ));
         }
@@ -307,7 +314,7 @@ fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()>
                 Some(s) => cited.push(s),
                 None => {
                     return Err(Error::rejected(
-                        "surface.source-not-seq",
+                        Rule::SurfaceSourceNotSeq,
                         format!(
                             "event \"{}\" sourceEventSeqs must hold non-negative safe integers",
                             type_name()
@@ -319,13 +326,13 @@ fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()>
         let set: HashSet<u64> = cited.iter().copied().collect();
         if set.len() < cited.len() {
             return Err(Error::rejected(
-                "surface.source-duplicate",
+                Rule::SurfaceSourceDuplicate,
                 format!("sourceEventSeqs on event at seq {seq} contains duplicates"),
             ));
         }
         if let Some(bad) = cited.iter().find(|&&s| s >= seq) {
             return Err(Error::rejected(
-                "surface.source-not-earlier",
+                Rule::SurfaceSourceNotEarlier,
                 format!("sourceEventSeqs must cite earlier events: {bad} >= current seq {seq}"),
             ));
         }
@@ -348,7 +355,7 @@ fn uncovered(seq: u64, missing: &[String]) -> Result<()> {
         return Ok(());
     }
     Err(Error::rejected(
-        "surface.replace-uncovered",
+        Rule::SurfaceReplaceUncovered,
         format!(
             "surface replace at seq {seq}: sourceEventSeqs must include every shadowed node; missing {}",
             missing.join(", ")
@@ -364,7 +371,7 @@ fn check_tool_result_rewrite(
 ) -> Result<()> {
     if shadowed.len() != 1 {
         return Err(Error::rejected(
-            "surface.tool-result-rewrite-arity",
+            Rule::SurfaceToolResultRewriteArity,
             format!(
                 "a tool/result replacement must rewrite exactly one current node, not {}",
                 shadowed.len()
@@ -380,7 +387,7 @@ fn check_tool_result_rewrite(
     }
     let fail = || {
         Error::rejected(
-            "surface.tool-result-rewrite",
+            Rule::SurfaceToolResultRewrite,
             format!(
                 "a tool/result replacement of seq {target} may change only the tool-result content"
             ),
@@ -398,7 +405,7 @@ fn check_tool_result_rewrite(
 
 fn rewrite_target(seq: u64) -> Error {
     Error::rejected(
-        "surface.tool-result-rewrite-target",
+        Rule::SurfaceToolResultRewriteTarget,
         format!(
             "a tool/result replacement must target a current tool/result; seq {seq} is not one"
         ),

@@ -12,6 +12,7 @@ use super::vocabulary::is_known;
 use super::{Event, Vocabulary};
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Object, Value};
+use crate::rule::Rule;
 
 fn obj<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     v.as_object()?.get(key)
@@ -25,30 +26,41 @@ fn seq_text(e: &Value) -> String {
     obj(e, "seq").map_or_else(|| "?".to_string(), Value::to_json)
 }
 
+/// `err` about the stored event `e` (its seq, when it has a usable one).
+fn about(err: Error, e: &Value) -> Error {
+    match obj(e, "seq").and_then(Value::as_safe_u64) {
+        Some(seq) => err.at_seq(seq),
+        None => err,
+    }
+}
+
 /// Refuse retired vocabulary anywhere in the log, in the reference's order:
 /// every `request/header-delta` first, then `mode/set`, then a
 /// `request/header` with reason `"fallback"`.
 pub fn refuse_retired(id: &str, events: &[Value]) -> Result<()> {
-    let schema = |rule, msg: String| Err(Error::new(Status::SchemaMismatch, rule, msg));
+    let schema =
+        |rule, msg: String, e: &Value| Err(about(Error::new(Status::SchemaMismatch, rule, msg), e));
     if let Some(e) = events
         .iter()
         .find(|e| ty_of(e) == Some(REQUEST_HEADER_DELTA))
     {
         return schema(
-            "header.legacy",
+            Rule::HeaderLegacy,
             format!(
                 "session \"{id}\" contains a legacy request/header-delta event at seq {}",
                 seq_text(e)
             ),
+            e,
         );
     }
     if let Some(e) = events.iter().find(|e| ty_of(e) == Some("mode/set")) {
         return schema(
-            "load.legacy-mode-set",
+            Rule::LoadLegacyModeSet,
             format!(
                 "session \"{id}\" contains a legacy mode/set event at seq {}",
                 seq_text(e)
             ),
+            e,
         );
     }
     let fallback = |e: &&Value| {
@@ -60,8 +72,9 @@ pub fn refuse_retired(id: &str, events: &[Value]) -> Result<()> {
     };
     if let Some(e) = events.iter().find(fallback) {
         return schema(
-            "header.legacy-fallback",
+            Rule::HeaderLegacyFallback,
             format!("session \"{id}\" uses the unsupported legacy request/header reason \"fallback\" at seq {}", seq_text(e)),
+            e,
         );
     }
     Ok(())
@@ -75,13 +88,17 @@ pub fn has_known_type(e: &Event) -> bool {
 
 /// The `load.unknown-type` refusal of type `ty` at `seq`.
 pub fn unknown_type(id: &str, ty: &str, seq: &str) -> Error {
-    Error::new(
+    let err = Error::new(
         Status::SchemaMismatch,
-        "load.unknown-type",
+        Rule::LoadUnknownType,
         format!(
             "session \"{id}\" contains event type \"{ty}\" (seq {seq}) unknown to this build and not ignorable; refusing to interpret (declare it in the store's \"eventTypes\" to open the session)"
         ),
-    )
+    );
+    match seq.parse() {
+        Ok(seq) => err.at_seq(seq),
+        Err(_) => err,
+    }
 }
 
 /// `load.unknown-type`: a type outside `vocab` without `ignorable: true`.
@@ -131,12 +148,13 @@ fn keys_exactly(o: &Object, keys: &[&str]) -> bool {
     o.len() == keys.len() && keys.iter().all(|k| o.contains_key(k))
 }
 
-fn malformed(rule: &'static str, what: &str, e: &Value) -> Error {
-    Error::new(
+fn malformed(rule: Rule, what: &str, e: &Value) -> Error {
+    let err = Error::new(
         Status::Corrupt,
         rule,
         format!("malformed pre-react-loop {what} at seq {}", seq_text(e)),
-    )
+    );
+    about(err, e)
 }
 
 fn legacy_id(sid: &str, e: &Value) -> Value {
@@ -254,7 +272,7 @@ fn upgrade_turn_start(e: &mut Value) -> Result<()> {
             .is_some_and(|k| !k.is_empty());
     if !ok {
         return Err(malformed(
-            "load.legacy-malformed-turn-start",
+            Rule::LoadLegacyMalformedTurnStart,
             "turn/start",
             e,
         ));
@@ -272,7 +290,7 @@ fn upgrade_turn_end(e: &mut Value) -> Result<()> {
     let Some(d) = obj(e, "data").and_then(Value::as_object) else {
         return Ok(());
     };
-    let bad = || malformed("load.legacy-malformed-turn-end", "turn/end", e);
+    let bad = || malformed(Rule::LoadLegacyMalformedTurnEnd, "turn/end", e);
     let reason = d.get("reason").and_then(Value::as_object);
     let kind = reason.and_then(|r| r.get("kind")).and_then(Value::as_str);
     let (Some(reason), Some(kind)) = (reason, kind) else {
@@ -372,7 +390,7 @@ fn upgrade_steering(sid: &str, e: &mut Value) -> Result<()> {
     if ty_of(e) != Some("steering/message") {
         return Ok(());
     }
-    let bad = |e: &Value| malformed("load.legacy-malformed-steering", "steering/message", e);
+    let bad = |e: &Value| malformed(Rule::LoadLegacyMalformedSteering, "steering/message", e);
     let Some(d) = obj(e, "data").and_then(Value::as_object) else {
         return Err(bad(e));
     };

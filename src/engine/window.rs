@@ -12,6 +12,7 @@ use super::chunked::CHUNK;
 use super::event::Event;
 use super::session::Log;
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 /// Reads a session's stored events back (implemented by the store).
 pub trait EventSource: Send + Sync + fmt::Debug {
@@ -41,7 +42,7 @@ pub struct View<'a> {
 }
 
 fn reload_error(message: String) -> Error {
-    Error::new(Status::Corrupt, "window.reload-mismatch", message)
+    Error::new(Status::Corrupt, Rule::WindowReloadMismatch, message)
 }
 
 impl<'a> View<'a> {
@@ -56,7 +57,7 @@ impl<'a> View<'a> {
             _ => {
                 return Err(Error::new(
                     Status::Internal,
-                    "window.no-source",
+                    Rule::WindowNoSource,
                     format!("chunk {k} of the log is neither resident nor readable"),
                 ))
             }

@@ -9,6 +9,7 @@ use crate::engine::event::{safe_int, MAX_SAFE};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{canon, Object, Value};
+use crate::rule::Rule;
 use crate::store::backend::Stored;
 
 mod pack;
@@ -128,7 +129,7 @@ fn is_string(text: &str) -> bool {
     text.starts_with('"')
 }
 
-fn bad(rule: &'static str, tag: &str, what: &str) -> Error {
+fn bad(rule: Rule, tag: &str, what: &str) -> Error {
     Error::new(
         Status::Corrupt,
         rule,
@@ -153,7 +154,7 @@ pub fn expand(
         TOOL_TAG
     } else {
         return Err(bad(
-            "row.packed-tag",
+            Rule::RowPackedTag,
             tag,
             "packed discriminator needs a chunk tag",
         ));
@@ -161,16 +162,16 @@ pub fn expand(
     let tool = tag_static == TOOL_TAG;
     let seq0 = seq0
         .as_safe_u64()
-        .ok_or_else(|| bad("row.seq0", tag, "seq0 invalid"))?;
+        .ok_or_else(|| bad(Rule::RowSeq0, tag, "seq0 invalid"))?;
     let time0 = time0
         .as_safe_i64()
-        .ok_or_else(|| bad("row.time0", tag, "time0 invalid"))?;
+        .ok_or_else(|| bad(Rule::RowTime0, tag, "time0 invalid"))?;
     if data.as_array().is_some() {
-        return Err(bad("row.data-keys", tag, "bad data fields"));
+        return Err(bad(Rule::RowDataKeys, tag, "bad data fields"));
     }
     let d = data
         .as_object()
-        .ok_or_else(|| bad("row.data-object", tag, "data must be an object"))?;
+        .ok_or_else(|| bad(Rule::RowDataObject, tag, "data must be an object"))?;
     let keys_ok = if tool {
         keys_are(d, &["turn", "step", "index", "id", "dt", "args"])
             || keys_are(d, &["turn", "step", "index", "id", "dt", "args", "name"])
@@ -178,13 +179,13 @@ pub fn expand(
         keys_are(d, &["turn", "step", "index", "dt", "texts"])
     };
     if !keys_ok {
-        return Err(bad("row.data-keys", tag, "bad data fields"));
+        return Err(bad(Rule::RowDataKeys, tag, "bad data fields"));
     }
     let (id, name) = if tool {
         let id = d.get("id").and_then(Value::as_js_str);
         let name = d.get("name");
         if id.is_none() || name.is_some_and(|n| n.as_js_str().is_none()) {
-            return Err(bad("row.tool-id", tag, "id/name must be strings"));
+            return Err(bad(Rule::RowToolId, tag, "id/name must be strings"));
         }
         (id, name.and_then(Value::as_js_str))
     } else {
@@ -195,7 +196,11 @@ pub fn expand(
         .iter()
         .any(|v| v.and_then(Value::as_f64).is_none())
     {
-        return Err(bad("row.numbers", tag, "turn/step/index must be numbers"));
+        return Err(bad(
+            Rule::RowNumbers,
+            tag,
+            "turn/step/index must be numbers",
+        ));
     }
     let members = d
         .get(if tool { "args" } else { "texts" })
@@ -205,15 +210,15 @@ pub fn expand(
         .filter(|m| {
             m.len() >= bounds.decode_min_members && bounds.max_members.is_none_or(|x| m.len() <= x)
         })
-        .ok_or_else(|| bad("row.members", tag, "member array invalid"))?;
+        .ok_or_else(|| bad(Rule::RowMembers, tag, "member array invalid"))?;
     let dt = d
         .get("dt")
         .and_then(Value::as_array)
         .filter(|dt| dt.len() + 1 == members.len() && dt.iter().all(|v| v.as_safe_i64().is_some()))
-        .ok_or_else(|| bad("row.dt", tag, "dt invalid or arity mismatch"))?;
+        .ok_or_else(|| bad(Rule::RowDt, tag, "dt invalid or arity mismatch"))?;
     if seq0 + members.len() as u64 - 1 > MAX_SAFE {
         return Err(bad(
-            "row.seq-overflow",
+            Rule::RowSeqOverflow,
             tag,
             "member seqs leave the safe range",
         ));
@@ -227,7 +232,7 @@ pub fn expand(
             .filter(|t| t.unsigned_abs() <= MAX_SAFE)
             .ok_or_else(|| {
                 bad(
-                    "row.time-overflow",
+                    Rule::RowTimeOverflow,
                     tag,
                     "member times leave the safe range",
                 )
@@ -385,7 +390,7 @@ pub fn decode_jsonl_record(record: Value) -> Result<Vec<Stored>> {
     };
     let o = record.as_object().expect("checked above");
     if !keys_are(o, &["type", "seq0", "time0", "data"]) {
-        return Err(bad("row.envelope", &tag, "bad envelope"));
+        return Err(bad(Rule::RowEnvelope, &tag, "bad envelope"));
     }
     let get = |k| o.get(k).expect("checked above");
     expand(&tag, get("seq0"), get("time0"), get("data"), JSONL_BOUNDS)

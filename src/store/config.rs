@@ -7,12 +7,15 @@ use std::sync::Arc;
 
 use super::backend::Backend;
 use super::hurry::Hurry;
+#[cfg(feature = "jsonl")]
 use super::jsonl::{Compression, JsonlBackend};
 use super::memory::MemoryBackend;
+#[cfg(feature = "sqlite")]
 use super::sqlite::SqliteBackend;
 use crate::engine::{Admission, Markers, Policy, Vocabulary};
 use crate::error::{Error, Result};
 use crate::json::{Object, Value};
+use crate::rule::Rule;
 
 /// Where a store keeps its sessions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +92,7 @@ pub const SQLITE_READER_BUSY_TIMEOUT_MS: u32 = 1000;
 pub const DEFAULT_BATCH_WINDOW_MS: u64 = 25;
 
 fn config_error(message: impl Into<String>) -> Error {
-    Error::invalid_argument("config.invalid", message)
+    Error::invalid_argument(Rule::ConfigInvalid, message)
 }
 
 /// The rule for a write-behind window (`config.invalid`): at most
@@ -186,39 +189,73 @@ impl BackendConfig {
     /// Open the backend this configuration names with `access`; a writer's
     /// backend counts the store's waiting flushes in `hurry`.
     pub fn open_with(&self, access: Access, hurry: Option<Arc<Hurry>>) -> Result<Box<dyn Backend>> {
+        // (Unused when the build has neither file backend.)
+        let _ = (&access, &hurry);
         match self {
             BackendConfig::Memory => Ok(Box::new(MemoryBackend::new())),
-            BackendConfig::Sqlite { path } if access.read_only => Ok(Box::new(
-                SqliteBackend::open_read_only(path, SQLITE_READER_BUSY_TIMEOUT_MS)?,
-            )),
-            BackendConfig::Sqlite { path } => {
-                let mut b = SqliteBackend::open_with_locking(
-                    path,
-                    SQLITE_BUSY_TIMEOUT_MS,
-                    access.exclusive,
-                )?;
-                if let Some(h) = hurry {
-                    b.set_hurry(h);
-                }
-                Ok(Box::new(b))
-            }
-            BackendConfig::Jsonl { path, zstd } => {
-                let compression = if *zstd {
-                    Compression::Zstd
-                } else {
-                    Compression::None
-                };
-                if access.read_only {
-                    return Ok(Box::new(JsonlBackend::open_read_only(path, compression)?));
-                }
-                let mut b = JsonlBackend::open(path, compression)?;
-                if let Some(h) = hurry {
-                    b.set_hurry(h);
-                }
-                Ok(Box::new(b))
-            }
+            #[cfg(feature = "sqlite")]
+            BackendConfig::Sqlite { path } => open_sqlite(path, access, hurry),
+            #[cfg(feature = "jsonl")]
+            BackendConfig::Jsonl { path, zstd } => open_jsonl(path, *zstd, access, hurry),
+            #[allow(unreachable_patterns)]
+            other => Err(config_error(format!(
+                "this build has no {} backend (the crate's \"{}\" feature is off)",
+                other.name(),
+                other.name()
+            ))),
         }
     }
+
+    /// The backend's name in configurations: `"memory"`, `"sqlite"`,
+    /// `"jsonl"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackendConfig::Memory => "memory",
+            BackendConfig::Sqlite { .. } => "sqlite",
+            BackendConfig::Jsonl { .. } => "jsonl",
+        }
+    }
+}
+
+#[cfg(feature = "sqlite")]
+fn open_sqlite(
+    path: &std::path::Path,
+    access: Access,
+    hurry: Option<Arc<Hurry>>,
+) -> Result<Box<dyn Backend>> {
+    if access.read_only {
+        return Ok(Box::new(SqliteBackend::open_read_only(
+            path,
+            SQLITE_READER_BUSY_TIMEOUT_MS,
+        )?));
+    }
+    let mut b = SqliteBackend::open_with_locking(path, SQLITE_BUSY_TIMEOUT_MS, access.exclusive)?;
+    if let Some(h) = hurry {
+        b.set_hurry(h);
+    }
+    Ok(Box::new(b))
+}
+
+#[cfg(feature = "jsonl")]
+fn open_jsonl(
+    path: &std::path::Path,
+    zstd: bool,
+    access: Access,
+    hurry: Option<Arc<Hurry>>,
+) -> Result<Box<dyn Backend>> {
+    let compression = if zstd {
+        Compression::Zstd
+    } else {
+        Compression::None
+    };
+    if access.read_only {
+        return Ok(Box::new(JsonlBackend::open_read_only(path, compression)?));
+    }
+    let mut b = JsonlBackend::open(path, compression)?;
+    if let Some(h) = hurry {
+        b.set_hurry(h);
+    }
+    Ok(Box::new(b))
 }
 
 /// How a session is created (`dsh_session_create` options).
@@ -255,7 +292,7 @@ impl CreateOptions {
 
 fn bad_id() -> Error {
     Error::invalid_argument(
-        "arg.id",
+        Rule::ArgId,
         "session id must be a non-empty string of valid Unicode without NUL",
     )
 }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use super::backend::{header_id, Backend};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 /// Events per destination append (one zstd frame / one SQLite transaction).
 pub const BATCH: usize = 8192;
@@ -55,7 +56,7 @@ pub fn check_absent(dst: &mut dyn Backend, ids: &[String]) -> Result<()> {
         if dst.revision(id)?.is_some() {
             return Err(Error::new(
                 Status::Conflict,
-                "convert.exists",
+                Rule::ConvertExists,
                 format!("session \"{id}\" is already stored in the destination; refusing to overwrite it"),
             ));
         }
@@ -78,14 +79,14 @@ pub fn copy_session(
     let loaded = src.load(id)?.ok_or_else(|| {
         Error::new(
             Status::NotFound,
-            "load.not-found",
+            Rule::LoadNotFound,
             format!("session \"{id}\" not found in the source"),
         )
     })?;
     if let Some(torn) = &loaded.torn {
         return Err(Error::new(
             Status::Corrupt,
-            "convert.torn-tail",
+            Rule::ConvertTornTail,
             format!(
                 "session \"{id}\" has a torn tail after seq {} in the source; repair it first (dsh-session repair)",
                 (loaded.events.len() - torn.recovered) as i64 - 1

@@ -8,8 +8,9 @@ use super::restore::{restore, restore_lenient, Finding};
 use super::writer::lock_backend;
 use super::{not_found, Store};
 use crate::engine::Event;
-use crate::error::{Error, Result, Status};
+use crate::error::Result;
 use crate::json::Value;
+use crate::rule::Rule;
 
 /// One stored session of [`Store::list`].
 #[derive(Debug, Clone)]
@@ -125,13 +126,7 @@ impl Store {
         if !dry_run {
             self.check_writable("repair")?;
         }
-        if self.lock().live.contains(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                "load.live-prepare",
-                format!("cannot repair session \"{id}\" while it is open"),
-            ));
-        }
+        self.check_not_live(id, Rule::LoadLivePrepare, "repair")?;
         let mut backend = lock_backend(&self.backend);
         let loaded = backend.load(id)?.ok_or_else(|| not_found(id))?;
         let restored = restore(id, &loaded, &self.policy.vocabulary)?;

@@ -9,6 +9,7 @@ use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
+use crate::rule::Rule;
 
 #[derive(Debug)]
 struct Stored {
@@ -75,7 +76,7 @@ impl Backend for MemoryBackend {
             if self.sessions.contains_key(id) {
                 return Err(Error::new(
                     Status::Conflict,
-                    "persist.exists-stored",
+                    Rule::PersistExistsStored,
                     format!("session \"{id}\" already has a persisted log; open it instead"),
                 ));
             }
@@ -93,7 +94,7 @@ impl Backend for MemoryBackend {
         let stored = self.sessions.get_mut(id).ok_or_else(|| {
             Error::new(
                 Status::NotFound,
-                "load.not-found",
+                Rule::LoadNotFound,
                 format!("session \"{id}\" not found"),
             )
         })?;

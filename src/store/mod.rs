@@ -11,11 +11,13 @@ pub mod convert;
 mod faults;
 pub mod hurry;
 mod inspect;
+#[cfg(feature = "jsonl")]
 pub mod jsonl;
 pub mod memory;
 mod restore;
 pub mod seqs;
 mod session;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod verify;
 pub mod window;
@@ -42,16 +44,29 @@ use crate::engine::session::Restoring;
 use crate::engine::{upgrade, Event, Markers, Policy, Seed, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
+use crate::rule::Rule;
 use writer::{lock_backend, SharedBackend, Writer};
 
-/// The storage backends and encodings compiled into this build, in the
-/// order `dsh_build_info` lists them.
-pub const FEATURES: &[&str] = &["memory", "jsonl", "sqlite", "zstd"];
+/// The storage backends and encodings compiled into this build (cargo
+/// features `jsonl` and `sqlite`, each of which brings zstd), in the order
+/// `dsh_build_info` lists them.
+pub const FEATURES: &[&str] = &[
+    "memory",
+    #[cfg(feature = "jsonl")]
+    "jsonl",
+    #[cfg(feature = "sqlite")]
+    "sqlite",
+    #[cfg(any(feature = "jsonl", feature = "sqlite"))]
+    "zstd",
+];
 
 /// The version of the SQLite library the `sqlite` backend is built with
-/// (`"3.x.y"`).
-pub fn sqlite_version() -> &'static str {
-    rusqlite::version()
+/// (`"3.x.y"`), when the build has it.
+pub fn sqlite_version() -> Option<&'static str> {
+    #[cfg(feature = "sqlite")]
+    return Some(rusqlite::version());
+    #[cfg(not(feature = "sqlite"))]
+    None
 }
 
 /// What a store tells its observer.
@@ -111,7 +126,7 @@ impl std::fmt::Debug for Store {
 fn read_only(what: &str) -> Error {
     Error::new(
         Status::Conflict,
-        "store.read-only",
+        Rule::StoreReadOnly,
         format!("{what}: the store is open read-only (\"readOnly\": true); open it without readOnly to write"),
     )
 }
@@ -119,7 +134,7 @@ fn read_only(what: &str) -> Error {
 pub(crate) fn not_found(id: &str) -> Error {
     Error::new(
         Status::NotFound,
-        "load.not-found",
+        Rule::LoadNotFound,
         format!("session \"{id}\" not found"),
     )
 }
@@ -189,7 +204,7 @@ impl Store {
     }
 
     /// Refuse an id that is live or already stored.
-    fn check_new_id(&self, id: &str, live_rule: &'static str) -> Result<()> {
+    fn check_new_id(&self, id: &str, live_rule: Rule) -> Result<()> {
         if self.lock().live.contains(id) {
             return Err(Error::new(
                 Status::Conflict,
@@ -200,7 +215,7 @@ impl Store {
         if self.is_stored(id)? {
             return Err(Error::new(
                 Status::Conflict,
-                "persist.exists-stored",
+                Rule::PersistExistsStored,
                 format!("session \"{id}\" already has a persisted log; open it instead"),
             ));
         }
@@ -231,7 +246,7 @@ impl Store {
             }
             None => self.mint_id()?,
         };
-        self.check_new_id(&id, "store.duplicate-id")?;
+        self.check_new_id(&id, Rule::StoreDuplicateId)?;
         let mut header = Object::new();
         header.insert_str("version", Value::Number(seed::FORMAT_VERSION as f64));
         header.insert_str("id", Value::str(&id));
@@ -266,7 +281,7 @@ impl Store {
         self.check_writable("fork")?;
         if let Some(id) = &child_id {
             config::check_session_id(id)?;
-            self.check_new_id(id, "fork.child-exists")
+            self.check_new_id(id, Rule::ForkChildExists)
                 .map_err(|e| e.with_code("SESSION_ALREADY_EXISTS"))?;
         }
         let len = source.fork_len(boundary)?;
@@ -288,7 +303,7 @@ impl Store {
             if !st.live.insert(id.clone()) {
                 return Err(Error::new(
                     Status::Conflict,
-                    "store.duplicate-id",
+                    Rule::StoreDuplicateId,
                     format!("session \"{id}\" already exists"),
                 ));
             }
@@ -330,13 +345,7 @@ impl Store {
     }
 
     fn open_session_with(self: &Arc<Store>, id: &str, window: Option<usize>) -> Result<Opened> {
-        if self.lock().live.contains(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                "load.live-prepare",
-                format!("cannot open session \"{id}\" while it is open"),
-            ));
-        }
+        self.check_not_live(id, Rule::LoadLivePrepare, "open")?;
         if self.read_only {
             return self.open_for_reading(id);
         }
@@ -404,6 +413,18 @@ impl Store {
         }
     }
 
+    /// Refuse to `what` session `id` while it is open (`rule`, a conflict).
+    pub(crate) fn check_not_live(&self, id: &str, rule: Rule, what: &str) -> Result<()> {
+        if self.lock().live.contains(id) {
+            return Err(Error::new(
+                Status::Conflict,
+                rule,
+                format!("cannot {what} session \"{id}\" while it is open"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Refuse `what` on a read-only store (`store.read-only`).
     pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
         if self.read_only {
@@ -440,7 +461,7 @@ impl Store {
             };
             for item in batch {
                 let e = fast_event(item).map_err(|_| {
-                    Error::new(Status::Internal, "open.not-streamable", "an older format")
+                    Error::new(Status::Internal, Rule::OpenNotStreamable, "an older format")
                 })?;
                 upgrade::check_known_types(id, std::iter::once(&*e), &self.policy.vocabulary)?;
                 r.push(e)?;
@@ -486,13 +507,7 @@ impl Store {
     /// failed drain left any) are dropped with it.
     pub fn delete(&self, id: &str) -> Result<()> {
         self.check_writable("delete")?;
-        if self.lock().live.contains(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                "store.delete-live",
-                format!("cannot delete session \"{id}\" while it is open"),
-            ));
-        }
+        self.check_not_live(id, Rule::StoreDeleteLive, "delete")?;
         self.writer.discard(id);
         if lock_backend(&self.backend).delete(id)? {
             Ok(())

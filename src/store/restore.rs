@@ -11,6 +11,7 @@ use crate::engine::seed::{self, SeedMode};
 use crate::engine::{repair, upgrade, Event, Markers, Seed, Session, Vocabulary};
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
+use crate::rule::Rule;
 
 /// A stored session rebuilt in memory.
 pub struct Restored {
@@ -219,7 +220,7 @@ pub(super) fn check_stored_header(id: &str, header: &Value) -> Result<()> {
     if stored_id != Some(id) {
         return Err(Error::new(
             Status::Corrupt,
-            "load.identity-mismatch",
+            Rule::LoadIdentityMismatch,
             format!(
                 "stored identity mismatch: requested \"{id}\", header has {:?}",
                 stored_id.unwrap_or("")
@@ -234,12 +235,12 @@ pub(super) fn check_stored_header(id: &str, header: &Value) -> Result<()> {
         if v != 0.0 {
             let (rule, what) = if v > 0.0 {
                 (
-                    "load.version-newer",
+                    Rule::LoadVersionNewer,
                     "was written by a newer harness; upgrade to open it",
                 )
             } else {
                 (
-                    "load.version-older",
+                    Rule::LoadVersionOlder,
                     "is older than v0 and no upgrade path exists",
                 )
             };
@@ -269,7 +270,7 @@ fn restore_events(
         } else {
             e.wrapped(
                 Status::Corrupt,
-                "load.validation",
+                Rule::LoadValidation,
                 &format!("stored session \"{id}\" failed validation: "),
             )
         }
@@ -289,6 +290,7 @@ fn restore_events(
             for (i, v) in values.iter().enumerate() {
                 let subject = || format!("session event at seq {i}");
                 if let Err(err) = seed::check_value_message(v, &subject) {
+                    let err = err.at_seq(i as u64);
                     let found = lenient.as_deref_mut().ok_or_else(|| wrap(err.clone()))?;
                     found.push(Finding {
                         seq: i as u64,
@@ -305,7 +307,7 @@ fn restore_events(
             for (i, v) in values.into_iter().enumerate() {
                 let subject = || format!("session event at seq {i}");
                 let e = Event::from_envelope(v, "stored event")
-                    .map_err(|e| wrap(e.prefixed(&format!("{}: ", subject()))))?;
+                    .map_err(|e| wrap(e.prefixed(&format!("{}: ", subject())).at_seq(i as u64)))?;
                 if excused.binary_search(&i).is_ok() {
                     // A lenient read keeps the message as stored.
                     e.mark_checked(Checked::SHAPE);
@@ -325,7 +327,7 @@ fn restore_events(
             if let Err(err) = seed::check_event_header(e, &subject) {
                 found.push(Finding {
                     seq: e.seq,
-                    error: wrap(err),
+                    error: wrap(err.at_seq(e.seq)),
                 });
                 e.mark_checked(Checked::SHAPE);
             }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 /// [`check_contiguous`] for a session's log, whose events carry their
 /// index as seq by construction: its first and last event must continue
@@ -31,7 +32,7 @@ pub fn check_contiguous<'a>(
         if e.seq != next + i as u64 {
             return Err(Error::new(
                 Status::Conflict,
-                "persist.append-seq-mismatch",
+                Rule::PersistAppendSeqMismatch,
                 format!(
                     "append seq mismatch for \"{id}\": expected {} at index {i}, got {}",
                     next + i as u64,

@@ -11,6 +11,7 @@ use crate::engine::session::DataText;
 use crate::engine::{Event, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
+use crate::rule::Rule;
 
 thread_local! {
     /// Sessions whose notifications this thread is delivering right now.
@@ -35,7 +36,7 @@ impl std::fmt::Debug for LiveSession {
 fn closed(id: &str) -> Error {
     Error::new(
         Status::Closed,
-        "handle.closed",
+        Rule::HandleClosed,
         format!("session \"{id}\" is closed"),
     )
 }
@@ -65,7 +66,7 @@ impl LiveSession {
         self.state.lock().map_err(|_| {
             Error::new(
                 Status::Closed,
-                "handle.poisoned",
+                Rule::HandlePoisoned,
                 format!(
                     "session \"{}\" is poisoned by an earlier internal failure",
                     self.id
@@ -90,7 +91,7 @@ impl LiveSession {
         if PUBLISHING.with(|p| p.borrow().contains(&key)) {
             return Err(Error::new(
                 Status::Conflict,
-                "append.reentrant",
+                Rule::AppendReentrant,
                 "session append cannot re-enter during publication",
             ));
         }

@@ -25,14 +25,15 @@ use crate::engine::surface::{candidate_of, Markers, Surface, ValueLog};
 use crate::engine::{upgrade, Vocabulary};
 use crate::error::{Error, Status};
 use crate::json::Value;
+use crate::rule::Rule;
 
 /// Rule id of a torn tail (cut by `open`; not in errors.md, which has no id
 /// for a tolerated tail).
-pub const TORN_TAIL: &str = "repair.torn-tail";
+pub const TORN_TAIL: Rule = Rule::RepairTornTail;
 
 /// Rule id of a log that ends inside a turn (`open` appends the closers of
 /// lifecycle.md §6).
-pub const INTERRUPTED_TURN: &str = "repair.interrupted-turn";
+pub const INTERRUPTED_TURN: Rule = Rule::RepairInterruptedTurn;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,9 +50,9 @@ pub struct Problem {
     /// The session it belongs to (`None` for the store as a whole).
     pub session: Option<String>,
     /// The stable rule id (errors.md, or [`TORN_TAIL`] / [`INTERRUPTED_TURN`]).
-    pub rule: &'static str,
+    pub rule: Rule,
     /// The inner rule of a wrapping rule (`load.validation`, `load.corrupt-committed-row`).
-    pub cause: Option<&'static str>,
+    pub cause: Option<Rule>,
     /// The C status the library reports for it.
     pub status: Status,
     /// The seq the finding is about, when known.
@@ -78,26 +79,15 @@ impl Problem {
     }
 
     /// The rule that identifies the condition: the cause of a wrapper, else the rule.
-    pub fn inner_rule(&self) -> &'static str {
+    pub fn inner_rule(&self) -> Rule {
         self.cause.unwrap_or(self.rule)
     }
 }
 
-/// The seq an error is about: its index (seed errors, where index = seq),
-/// else the first `seq N` or `expected N` in its message.
+/// The seq an error is about: its seq, else its index (seed errors, where
+/// index = seq).
 pub fn seq_hint(e: &Error) -> Option<u64> {
-    if let Some(i) = e.index {
-        return Some(i as u64);
-    }
-    number_after(&e.message, "seq ").or_else(|| number_after(&e.message, "expected "))
-}
-
-fn number_after(text: &str, word: &str) -> Option<u64> {
-    text.match_indices(word).find_map(|(i, _)| {
-        let rest = &text[i + word.len()..];
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    })
+    e.seq.or(e.index.map(|i| i as u64))
 }
 
 /// The verification of one session.
@@ -162,7 +152,11 @@ pub fn verify_store(
         let session = verify_session(backend, id, vocab);
         // A directory name that does not lead back to a log (an id the
         // walk could not decode exactly) is not a finding.
-        let lost = i >= listed && session.problems.iter().any(|p| p.rule == "load.not-found");
+        let lost = i >= listed
+            && session
+                .problems
+                .iter()
+                .any(|p| p.rule == Rule::LoadNotFound);
         if !lost {
             report.sessions.push(session);
         }
@@ -182,7 +176,7 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
         Ok(None) => {
             let e = Error::new(
                 Status::NotFound,
-                "load.not-found",
+                Rule::LoadNotFound,
                 format!("session \"{id}\" not found"),
             );
             report
@@ -385,17 +379,12 @@ mod tests {
 
     #[test]
     fn seq_hints() {
-        let e = Error::new(
-            Status::Corrupt,
-            "x",
-            "seq gap at line 4 (expected 3, got 9)",
-        );
+        let e = Error::new(Status::Corrupt, Rule::LoadCorruptSeqGap, "seq gap").at_seq(3);
         assert_eq!(seq_hint(&e), Some(3));
-        let e = Error::new(
-            Status::Corrupt,
-            "x",
-            "invalid committed physical row at seq 12",
-        );
-        assert_eq!(seq_hint(&e), Some(12));
+        let e = Error::new(Status::Rejected, Rule::SeedEnvelopeInvalid, "seed").at_index(4);
+        assert_eq!(seq_hint(&e), Some(4));
+        // A seq in the message alone is not one.
+        let e = Error::new(Status::Corrupt, Rule::LoadCorruptCommittedRow, "at seq 12");
+        assert_eq!(seq_hint(&e), None);
     }
 }

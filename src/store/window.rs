@@ -10,6 +10,7 @@ use super::Store;
 use crate::engine::window::EventSource;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 /// Reads the events of one stored session back (see
 /// [`Store::open_session_windowed`]).
@@ -43,7 +44,7 @@ fn event_of(stored: Stored) -> Result<Arc<Event>> {
     fast_event(stored).map_err(|_| {
         Error::new(
             Status::Corrupt,
-            "window.reload-mismatch",
+            Rule::WindowReloadMismatch,
             "an event read back from storage is not one the open accepted",
         )
     })
@@ -54,7 +55,7 @@ impl EventSource for StoredEvents {
         let store = self.store.upgrade().ok_or_else(|| {
             Error::new(
                 Status::Closed,
-                "store.closed",
+                Rule::StoreClosed,
                 "the store of this windowed session is closed",
             )
         })?;

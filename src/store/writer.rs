@@ -46,6 +46,7 @@ mod round;
 
 use pending::Pending;
 
+use crate::rule::Rule;
 pub use round::ROUND_BYTES;
 use round::{run, write_round};
 
@@ -347,7 +348,7 @@ impl Writer {
         else {
             return Err(Error::new(
                 crate::Status::Internal,
-                "internal.untracked",
+                Rule::InternalUntracked,
                 format!("session \"{id}\" is not tracked"),
             ));
         };
@@ -430,7 +431,7 @@ impl Writer {
                 }
                 if p.failures > *failures {
                     let mut err = p.failure.clone().unwrap_or_else(|| {
-                        Error::new(crate::Status::Io, "io.write", "write failed")
+                        Error::new(crate::Status::Io, Rule::IoWrite, "write failed")
                     });
                     if p.queued() > 0 {
                         let last = p.next_seq + p.queued() as u64 - 1;

@@ -9,6 +9,7 @@ use super::{
 use dsh_session::json::Value;
 use dsh_session::store::jsonl::session_ids as jsonl_session_ids;
 use dsh_session::store::verify::{verify_session, verify_store, Problem, Severity, StoreReport};
+use dsh_session::Rule;
 
 fn status_word(worst: Option<Severity>) -> &'static str {
     match worst {
@@ -32,7 +33,7 @@ fn problem_line(target: &Target, p: &Problem) -> String {
     if let Some(seq) = p.seq {
         line.push_str(&format!("seq {seq}: "));
     }
-    line.push_str(p.rule);
+    line.push_str(p.rule.as_str());
     if let Some(cause) = p.cause {
         line.push_str(&format!(" [cause {cause}]"));
     }
@@ -47,8 +48,8 @@ fn problem_line(target: &Target, p: &Problem) -> String {
 fn problem_json(target: &Target, p: &Problem) -> Value {
     let opt = |v: Option<&str>| v.map_or(Value::Null, Value::str);
     Value::obj([
-        ("rule", Value::str(p.rule)),
-        ("cause", opt(p.cause)),
+        ("rule", Value::str(p.rule.as_str())),
+        ("cause", opt(p.cause.map(Rule::as_str))),
         ("status", Value::str(p.status.name())),
         ("severity", Value::str(status_word(Some(p.severity)))),
         ("seq", p.seq.map_or(Value::Null, |s| Value::num(s as f64))),
@@ -75,7 +76,11 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
         Ok(mut backend) => match &a.id {
             Some(id) => {
                 let session = verify_session(&mut *backend, id, &vocab);
-                if session.problems.iter().any(|p| p.rule == "load.not-found") {
+                if session
+                    .problems
+                    .iter()
+                    .any(|p| p.rule == Rule::LoadNotFound)
+                {
                     return Err(CliError::failed(
                         EXIT_FAILED,
                         format!("{}: session \"{id}\" not found", target.path.display()),

@@ -28,6 +28,7 @@ use args::{Cli, Command};
 use dsh_session::error::{Error, Status};
 use dsh_session::json::Value;
 use dsh_session::store::verify::seq_hint;
+use dsh_session::Rule;
 pub use target::Target;
 
 /// Exit status: success / clean.
@@ -59,7 +60,7 @@ pub struct LibraryFailure {
     /// The C status.
     pub status: Status,
     /// The rule id.
-    pub rule: &'static str,
+    pub rule: Rule,
     /// The library's own message.
     pub message: String,
     /// The file concerned.
@@ -114,7 +115,7 @@ impl CliError {
             fields.extend([
                 ("status", Value::str(l.status.name())),
                 ("code", Value::num(f64::from(l.status.code()))),
-                ("rule", Value::str(l.rule)),
+                ("rule", Value::str(l.rule.as_str())),
                 ("detail", Value::str(&l.message)),
                 ("file", Value::str(&l.file)),
                 (
@@ -150,7 +151,7 @@ pub fn describe(file: &Path, id: Option<&str>, e: &Error) -> String {
     if let Some(seq) = seq_hint(e) {
         out.push_str(&format!("seq {seq}: "));
     }
-    out.push_str(e.rule);
+    out.push_str(e.rule.as_str());
     if let Some(cause) = e.cause {
         out.push_str(&format!(" [cause {cause}]"));
     }

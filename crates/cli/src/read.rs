@@ -14,6 +14,7 @@ use dsh_session::error::{Error, Status};
 use dsh_session::json::{Object, Value};
 use dsh_session::store::backend::header_id;
 use dsh_session::store::{restore, restore_lenient, Backend, Loaded, Restored};
+use dsh_session::Rule;
 
 /// An opened store.
 pub(super) struct Opened {
@@ -51,7 +52,7 @@ impl Opened {
             Some(id),
             &Error::new(
                 Status::NotFound,
-                "load.not-found",
+                Rule::LoadNotFound,
                 format!("session \"{id}\" not found"),
             ),
         )
@@ -98,7 +99,7 @@ impl Opened {
                 "session \"{id}\" seq {}: {rule}: {} (read as stored; open refuses it{})",
                 f.seq,
                 f.error.message,
-                if rule == "load.unknown-type" {
+                if rule == Rule::LoadUnknownType {
                     " unless the type is declared with --event-types"
                 } else {
                     ""
@@ -164,7 +165,7 @@ pub fn list(ctx: Ctx, a: &ListArgs) -> Result<u8, CliError> {
             Ok(None) => ("-".into(), "-".into(), "not found".into()),
             Err(e) => {
                 let err = Value::obj([
-                    ("rule", Value::str(e.rule)),
+                    ("rule", Value::str(e.rule.as_str())),
                     ("message", Value::str(&e.message)),
                 ]);
                 item.insert_str("error", err);

@@ -12,6 +12,7 @@ use dsh_session::store::sqlite::SqliteBackend;
 use dsh_session::store::{
     Backend, BackendConfig, StoreConfig, SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
 };
+use dsh_session::Rule;
 
 /// A store path and its backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,7 +119,7 @@ impl Target {
             };
             return Err(Error::new(
                 Status::Io,
-                "cli.no-store",
+                Rule::CliNoStore,
                 format!("no store at {}: expected {what}", self.path.display()),
             ));
         }

@@ -14,6 +14,7 @@ use dsh_session::error::{Error, Status};
 use dsh_session::json::Value;
 use dsh_session::store::convert::{check_absent, copy_session, session_ids, Step};
 use dsh_session::store::Store;
+use dsh_session::Rule;
 
 fn closer_text(e: &Event) -> String {
     let mut text = format!("seq {} {}", e.seq, e.ty.to_string_lossy());
@@ -130,7 +131,7 @@ pub fn fork(ctx: Ctx, a: &ForkArgs) -> Result<u8, CliError> {
     if a.at >= loaded.events.len() as u64 {
         let e = Error::new(
             Status::InvalidArgument,
-            "fork.out-of-range",
+            Rule::ForkOutOfRange,
             format!(
                 "fork boundary {} is not a stored seq of session \"{id}\" (stored: 0..={})",
                 a.at,
@@ -200,7 +201,7 @@ pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
             {
                 let e = Error::new(
                     Status::NotFound,
-                    "load.not-found",
+                    Rule::LoadNotFound,
                     format!("session \"{id}\" not found"),
                 );
                 return Err(src_fail(Some(id), &e));
@@ -226,7 +227,7 @@ pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
             Ok(n) => done.push((id.clone(), n)),
             Err(e) => {
                 bar.abandon();
-                let mut err = if e.rule == "convert.exists" {
+                let mut err = if e.rule == Rule::ConvertExists {
                     dst_fail(Some(id), &e)
                 } else {
                     src_fail(Some(id), &e)

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ::dsh_session::error::{Error, Result, Status};
 use ::dsh_session::store::{LiveSession, Store};
+use ::dsh_session::Rule;
 
 /// An open store. Opaque; create with `dsh_store_open`, release with `dsh_store_close`.
 pub struct dsh_store {
@@ -36,7 +37,7 @@ fn lock() -> std::sync::MutexGuard<'static, HashMap<usize, Kind>> {
 fn not_open(what: &str) -> Error {
     Error::new(
         Status::Closed,
-        "handle.closed",
+        Rule::HandleClosed,
         format!("{what} handle is closed or was never opened"),
     )
 }

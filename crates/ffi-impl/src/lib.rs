@@ -24,6 +24,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ::dsh_session::engine::session::DataText;
 use ::dsh_session::error::{Error, Result, Status};
+use ::dsh_session::Rule;
 
 /// Status code returned by every fallible function (`DSH_OK` or a `DSH_E_*` value).
 pub type dsh_status = i32;
@@ -98,7 +99,7 @@ fn error_json(e: &Error) -> String {
     let mut o = Object::new();
     o.insert_str("status", Value::str(e.status.name()));
     o.insert_str("code", Value::Number(e.status.code() as f64));
-    o.insert_str("rule", Value::str(e.rule));
+    o.insert_str("rule", Value::str(e.rule.as_str()));
     o.insert_str("message", Value::str(&e.message));
     if let Some(i) = e.index {
         o.insert_str("index", Value::Number(i as f64));
@@ -107,7 +108,7 @@ fn error_json(e: &Error) -> String {
         o.insert_str("referenceCode", Value::str(c));
     }
     if let Some(c) = e.cause {
-        o.insert_str("cause", Value::str(c));
+        o.insert_str("cause", Value::str(c.as_str()));
     }
     Value::Object(o).to_json()
 }
@@ -128,7 +129,7 @@ fn guard(out: *mut dsh_buf, f: impl FnOnce() -> Result<String>) -> dsh_status {
     let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
         Err(Error::new(
             Status::Internal,
-            "internal.panic",
+            Rule::InternalPanic,
             format!(
                 "internal error (a bug in dsh-session): {}",
                 panic_message(&*payload)
@@ -149,7 +150,7 @@ fn guard(out: *mut dsh_buf, f: impl FnOnce() -> Result<String>) -> dsh_status {
 }
 
 fn null_arg(name: &str) -> Error {
-    Error::invalid_argument("arg.null", format!("{name} must not be NULL"))
+    Error::invalid_argument(Rule::ArgNull, format!("{name} must not be NULL"))
 }
 
 /// A required NUL-terminated UTF-8 argument.
@@ -175,8 +176,9 @@ unsafe fn arg_bytes<'a>(p: *const c_char, name: &str) -> Result<&'a [u8]> {
 
 /// `bytes` as UTF-8 text (`arg.utf8` otherwise).
 fn utf8_arg<'a>(bytes: &'a [u8], name: &str) -> Result<&'a str> {
-    std::str::from_utf8(bytes)
-        .map_err(|e| Error::invalid_argument("arg.utf8", format!("{name} is not valid UTF-8: {e}")))
+    std::str::from_utf8(bytes).map_err(|e| {
+        Error::invalid_argument(Rule::ArgUtf8, format!("{name} is not valid UTF-8: {e}"))
+    })
 }
 
 /// A JSON text argument: checked canonical in the same pass that proves
@@ -293,12 +295,13 @@ pub unsafe extern "C" fn dsh_build_info(out: *mut dsh_buf) -> dsh_status {
             .iter()
             .map(|f| format!("\"{f}\""))
             .collect();
+        let sqlite = ::dsh_session::store::sqlite_version()
+            .map_or_else(|| "null".to_string(), |v| format!("\"{v}\""));
         Ok(format!(
-            "{{\"version\":\"{}\",\"abi\":{},\"features\":[{}],\"sqlite\":\"{}\"}}",
+            "{{\"version\":\"{}\",\"abi\":{},\"features\":[{}],\"sqlite\":{sqlite}}}",
             env!("CARGO_PKG_VERSION"),
             DSH_ABI,
             features.join(","),
-            ::dsh_session::store::sqlite_version()
         ))
     })
 }

@@ -14,9 +14,10 @@ use ::dsh_session::store::{
     check_batch_window, check_session_id, BackendConfig, CreateOptions, ForkOptions, OpenOptions,
     StoreConfig, HEADER_FIELDS,
 };
+use ::dsh_session::Rule;
 
 fn config_error(message: impl Into<String>) -> Error {
-    Error::invalid_argument("config.invalid", message)
+    Error::invalid_argument(Rule::ConfigInvalid, message)
 }
 
 /// `arg.option-unknown` for the first key of `o` that `known` refuses
@@ -24,7 +25,7 @@ fn config_error(message: impl Into<String>) -> Error {
 fn only_keys(o: &Object, what: &str, known: impl Fn(&JsString) -> bool) -> Result<()> {
     match o.iter().find(|(k, _)| !known(k)) {
         Some((k, _)) => Err(Error::invalid_argument(
-            "arg.option-unknown",
+            Rule::ArgOptionUnknown,
             format!("unknown {what} option \"{}\"", k.to_string_lossy()),
         )),
         None => Ok(()),
@@ -39,7 +40,7 @@ fn object_or_null(text: Option<&str>, what: &str) -> Result<Option<Object>> {
     }
     value.into_object().map(Some).map_err(|_| {
         Error::invalid_argument(
-            "arg.not-object",
+            Rule::ArgNotObject,
             format!("{what} must be a JSON object or null"),
         )
     })
@@ -97,7 +98,7 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
             .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
             .ok_or_else(|| {
                 Error::invalid_argument(
-                    "config.event-type",
+                    Rule::ConfigEventType,
                     "eventTypes must be an array of event type names",
                 )
             })?;
@@ -173,9 +174,9 @@ pub fn create_options(text: Option<&str>) -> Result<CreateOptions> {
     })?;
     opts.id = o.remove("id").map(|v| session_id(&v)).transpose()?;
     if let Some(seed) = o.remove("seed") {
-        let seed = seed
-            .into_array()
-            .map_err(|_| Error::invalid_argument("arg.seed", "seed must be an array of events"))?;
+        let seed = seed.into_array().map_err(|_| {
+            Error::invalid_argument(Rule::ArgSeed, "seed must be an array of events")
+        })?;
         opts.seed = Some(seed);
     }
     match o.remove("legacy") {
@@ -183,7 +184,7 @@ pub fn create_options(text: Option<&str>) -> Result<CreateOptions> {
         Some(Value::Bool(true)) => opts.markers = Markers::LegacyAppend,
         Some(_) => {
             return Err(Error::invalid_argument(
-                "arg.legacy",
+                Rule::ArgLegacy,
                 "legacy must be a boolean",
             ))
         }
@@ -211,7 +212,7 @@ pub fn fork_options(text: Option<&str>, boundary: i64) -> Result<ForkOptions> {
         (_, -1) => {}
         (true, _) => {
             return Err(Error::invalid_argument(
-                "arg.boundary",
+                Rule::ArgBoundary,
                 "give the boundary either as the argument or as the \"boundary\" option (with the argument -1)",
             ))
         }
@@ -229,7 +230,7 @@ pub fn open_options(text: Option<&str>) -> Result<OpenOptions> {
         if let Some(v) = o.get("window") {
             let n = v.as_safe_u64().ok_or_else(|| {
                 Error::invalid_argument(
-                    "arg.window",
+                    Rule::ArgWindow,
                     format!(
                         "\"window\" must be a non-negative safe integer, got {}",
                         v.to_json()

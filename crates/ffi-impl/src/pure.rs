@@ -9,16 +9,20 @@ use ::dsh_session::engine::repair;
 use ::dsh_session::engine::surface::{self, Markers};
 use ::dsh_session::error::{Error, Result};
 use ::dsh_session::json::{self, Value};
+use ::dsh_session::Rule;
 
 fn parse_log(text: &str) -> Result<Vec<Value>> {
     json::parse(text)
         .map_err(|e| {
-            Error::invalid_json("json.parse", format!("events_json is not valid JSON: {e}"))
+            Error::invalid_json(
+                Rule::JsonParse,
+                format!("events_json is not valid JSON: {e}"),
+            )
         })?
         .into_array()
         .map_err(|_| {
             Error::invalid_argument(
-                "arg.not-array",
+                Rule::ArgNotArray,
                 "events_json must be a JSON array of events",
             )
         })
@@ -109,7 +113,10 @@ pub unsafe extern "C" fn dsh_derive_event_message(
         // SAFETY: forwarded caller contract.
         let text = unsafe { arg_str(event_json, "event_json")? };
         let v = json::parse(text).map_err(|e| {
-            Error::invalid_json("json.parse", format!("event_json is not valid JSON: {e}"))
+            Error::invalid_json(
+                Rule::JsonParse,
+                format!("event_json is not valid JSON: {e}"),
+            )
         })?;
         Ok(value_message(&v).map_or_else(|| "null".to_string(), Value::to_json))
     })

@@ -30,7 +30,10 @@ pub fn inspection(i: &Inspection) -> String {
     let problems = i.problems.iter().map(|f| {
         Value::obj([
             ("seq", Value::num(f.seq as f64)),
-            ("rule", Value::str(f.error.cause.unwrap_or(f.error.rule))),
+            (
+                "rule",
+                Value::str(f.error.cause.unwrap_or(f.error.rule).as_str()),
+            ),
             ("status", Value::str(f.error.status.name())),
             ("message", Value::str(&f.error.message)),
         ])

@@ -340,7 +340,7 @@ fn run_codec_vector(v: &J) -> Result<(), String> {
         };
         match (result, exp.get("ok")) {
             (Err(e), Some(J::Bool(false))) => {
-                if exp["rule"] != e.rule {
+                if exp["rule"] != e.rule.as_str() {
                     return Err(format!("case {i}: rule {} != {}", e.rule, exp["rule"]));
                 }
             }

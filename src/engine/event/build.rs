@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::engine::vocabulary::{event_type, event_type_str};
+use crate::rule::Rule;
 
 impl Event {
     /// The event whose text is `parts` written in `order`.
@@ -242,7 +243,7 @@ impl Event {
                 }
                 None => {
                     return Err(Error::rejected(
-                        "seed.envelope-key",
+                        Rule::SeedEnvelopeKey,
                         format!(
                             "{what} has an invalid envelope: unknown key \"{}\"",
                             key.to_string_lossy()
@@ -390,7 +391,7 @@ fn span(start: usize, end: usize) -> (u32, u32) {
 
 fn invalid_envelope(what: &str) -> Error {
     Error::rejected(
-        "seed.envelope-invalid",
+        Rule::SeedEnvelopeInvalid,
         format!("{what} has an invalid envelope"),
     )
 }

@@ -15,6 +15,7 @@ use crate::engine::event::Event;
 use crate::engine::input::parse_input;
 use crate::error::{Error, Result};
 use crate::json::{self, canon, Value};
+use crate::rule::Rule;
 
 /// One batch item: canonical text, or a parsed value.
 enum Item<'a> {
@@ -23,7 +24,7 @@ enum Item<'a> {
 }
 
 fn not_an_array() -> Error {
-    Error::invalid_argument("arg.batch", "batch must be a JSON array")
+    Error::invalid_argument(Rule::ArgBatch, "batch must be a JSON array")
 }
 
 impl Session {
@@ -78,14 +79,14 @@ impl Session {
                 }
                 // Canonical text always parses.
                 None => json::parse(text).map_err(|e| {
-                    Error::invalid_json("json.parse", format!("batch is not valid JSON: {e}"))
+                    Error::invalid_json(Rule::JsonParse, format!("batch is not valid JSON: {e}"))
                 })?,
             },
             Item::Value(v) => v,
         };
         let Ok(mut o) = item.into_object() else {
             return Err(Error::invalid_argument(
-                "arg.batch-item",
+                Rule::ArgBatchItem,
                 "batch item must be an object",
             ));
         };
@@ -94,13 +95,13 @@ impl Session {
             .and_then(|t| t.as_str().map(str::to_string));
         let Some(ty) = ty else {
             return Err(Error::invalid_argument(
-                "arg.batch-item",
+                Rule::ArgBatchItem,
                 "batch item needs a \"type\" string",
             ));
         };
         let Some(data) = o.remove("data") else {
             return Err(Error::invalid_argument(
-                "arg.batch-item",
+                Rule::ArgBatchItem,
                 "batch item needs \"data\"",
             ));
         };

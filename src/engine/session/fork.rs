@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
+use crate::rule::Rule;
 
 impl Session {
     /// The length of the inherited prefix of a fork at `boundary`
@@ -15,7 +16,7 @@ impl Session {
             None => self.log.len() as u64 - 1,
             Some(v) => v.as_safe_u64().ok_or_else(|| {
                 Error::invalid_argument(
-                    "fork.boundary-invalid",
+                    Rule::ForkBoundaryInvalid,
                     format!(
                         "fork boundary for session \"{id}\" must be a non-negative safe integer, got {}",
                         v.to_json()
@@ -31,7 +32,7 @@ impl Session {
                 .checked_sub(1)
                 .map_or("none".to_string(), |l| l.to_string());
             return Err(Error::invalid_argument(
-                "fork.out-of-range",
+                Rule::ForkOutOfRange,
                 format!("fork boundary {b} does not exist in session \"{id}\" (last seq: {last})"),
             )
             .with_code("INVALID_BOUNDARY"));
@@ -39,7 +40,7 @@ impl Session {
         let len = b as usize + 1;
         if self.view().event(b as usize)?.seq != b {
             return Err(Error::invalid_argument(
-                "fork.boundary-mismatch",
+                Rule::ForkBoundaryMismatch,
                 format!("fork boundary {b} is not a contiguous seq in session \"{id}\""),
             )
             .with_code("INVALID_BOUNDARY"));
@@ -55,7 +56,7 @@ impl Session {
                     .and_then(|d| d.get("turn"))
                     .map_or("?".into(), Value::to_json);
                 return Err(Error::rejected(
-                    "fork.open-turn",
+                    Rule::ForkOpenTurn,
                     format!("fork boundary {b} in session \"{id}\" ends inside open turn {turn}"),
                 )
                 .with_code("OPEN_TURN"));

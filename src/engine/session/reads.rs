@@ -12,6 +12,7 @@ use crate::engine::request::RequestFolds;
 use crate::engine::window::View;
 use crate::error::{Error, Result};
 use crate::json::Value;
+use crate::rule::Rule;
 
 impl Session {
     /// Project the surface nodes the derive cache has not seen yet.
@@ -66,7 +67,7 @@ impl Session {
         String::from_utf8(out).map_err(|_| {
             Error::new(
                 crate::error::Status::Internal,
-                "window.message-text",
+                Rule::WindowMessageText,
                 "a derived message read back is not UTF-8",
             )
         })
@@ -85,7 +86,7 @@ impl Session {
         let list = crate::json::parse(&text).map_err(|e| {
             Error::new(
                 crate::error::Status::Internal,
-                "derive.message-text",
+                Rule::DeriveMessageText,
                 format!("a derived message list does not parse: {e}"),
             )
         })?;

@@ -275,6 +275,7 @@ fn write_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rule::Rule;
     use crate::store::jsonl::zstd_frames::{decode_frame, scan_frames};
 
     fn events(n: u64, text_len: usize) -> Vec<Arc<Event>> {
@@ -331,7 +332,7 @@ mod tests {
         assert_eq!(frames.torn_start, None);
         for (r, batch) in frames.complete.iter().zip([&small, &big, &small]) {
             assert_ne!(bytes[r.start + 4] & 0x04, 0, "content checksum");
-            let plain = decode_frame(&bytes[r.clone()], "zstd.frame-decode", 0).unwrap();
+            let plain = decode_frame(&bytes[r.clone()], Rule::ZstdFrameDecode, 0).unwrap();
             assert_eq!(plain, batch_text(batch).into_bytes());
         }
     }
@@ -369,7 +370,7 @@ mod tests {
         assert_eq!(frames.complete.len(), plan.len());
         for (r, (batch, _)) in frames.complete.iter().zip(plan) {
             assert_ne!(bytes[r.start + 4] & 0x04, 0, "content checksum");
-            let plain = decode_frame(&bytes[r.clone()], "zstd.frame-decode", 0).unwrap();
+            let plain = decode_frame(&bytes[r.clone()], Rule::ZstdFrameDecode, 0).unwrap();
             assert_eq!(plain, batch_text(batch).into_bytes());
         }
     }

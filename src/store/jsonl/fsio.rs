@@ -12,19 +12,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::faults::{self, Point};
 use super::layout::{io_error, is_absent};
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 use std::os::unix::fs::MetadataExt;
 
 /// fsync a directory so that entries created in it are durable.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| io_error("io.fsync", dir, &e))
+        .map_err(|e| io_error(Rule::IoFsync, dir, &e))
 }
 
 fn not_a_directory(path: &Path) -> Error {
     Error::new(
         Status::Io,
-        "io.not-a-directory",
+        Rule::IoNotADirectory,
         format!("{} exists and is not a directory", path.display()),
     )
 }
@@ -41,9 +42,9 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
             Ok(m) if m.file_type().is_symlink() => Err(super::layout::link_refused(dir)),
             Ok(m) if m.is_dir() => Ok(()),
             Ok(_) => Err(not_a_directory(dir)),
-            Err(e) => Err(io_error("io.mkdir", dir, &e)),
+            Err(e) => Err(io_error(Rule::IoMkdir, dir, &e)),
         },
-        Err(e) => Err(io_error("io.mkdir", dir, &e)),
+        Err(e) => Err(io_error(Rule::IoMkdir, dir, &e)),
     }
 }
 
@@ -53,7 +54,7 @@ pub fn ensure_root(root: &Path) -> Result<()> {
     match fs::metadata(root) {
         Ok(m) if m.is_dir() => return Ok(()),
         Ok(_) => return Err(not_a_directory(root)),
-        Err(e) if !is_absent(&e) => return Err(io_error("io.stat", root, &e)),
+        Err(e) if !is_absent(&e) => return Err(io_error(Rule::IoStat, root, &e)),
         Err(_) => {}
     }
     if let Some(parent) = root.parent() {
@@ -62,7 +63,7 @@ pub fn ensure_root(root: &Path) -> Result<()> {
                 .mode(0o700)
                 .recursive(true)
                 .create(parent)
-                .map_err(|e| io_error("io.mkdir", parent, &e))?;
+                .map_err(|e| io_error(Rule::IoMkdir, parent, &e))?;
         }
     }
     ensure_dir(root)
@@ -75,7 +76,7 @@ pub fn lock_root(root: &Path) -> Result<File> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY)
         .open(root)
-        .map_err(|e| io_error("io.open", root, &e))?;
+        .map_err(|e| io_error(Rule::IoOpen, root, &e))?;
     // SAFETY: `dir` owns a valid open descriptor for the whole call;
     // flock only reads the descriptor number and flag bits.
     let rc = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
@@ -84,14 +85,14 @@ pub fn lock_root(root: &Path) -> Result<File> {
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             return Err(Error::new(
                 Status::Conflict,
-                "store.locked",
+                Rule::StoreLocked,
                 format!(
                     "the JSONL root {} is in use by another store",
                     root.display()
                 ),
             ));
         }
-        return Err(io_error("io.lock", root, &e));
+        return Err(io_error(Rule::IoLock, root, &e));
     }
     Ok(dir)
 }
@@ -116,7 +117,7 @@ pub fn random_hex12() -> String {
 fn exists_on_materialize(path: &Path) -> Error {
     Error::new(
         Status::Conflict,
-        "jsonl.exists-on-materialize",
+        Rule::JsonlExistsOnMaterialize,
         format!(
             "refusing to materialize {}: a log already exists",
             path.display()
@@ -155,7 +156,7 @@ pub fn publish(
         });
     if let Err(e) = written {
         let _ = fs::remove_file(&temp);
-        return Err(io_error("io.write", &temp, &e));
+        return Err(io_error(Rule::IoWrite, &temp, &e));
     }
     let id = fs::metadata(&temp).map(|m| (m.dev(), m.ino()));
     let link = fs::hard_link(&temp, path);
@@ -165,11 +166,11 @@ pub fn publish(
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             return Err(exists_on_materialize(path))
         }
-        Err(e) => return Err(io_error("io.link", path, &e)),
+        Err(e) => return Err(io_error(Rule::IoLink, path, &e)),
     }
     match path.parent() {
         Some(dir) => faults::hit(Point::PublishDirSync, dir)
-            .map_err(|e| io_error("io.fsync", dir, &e))
+            .map_err(|e| io_error(Rule::IoFsync, dir, &e))
             .and_then(|()| fsync_dir(dir)),
         None => Ok(()),
     }
@@ -179,7 +180,7 @@ pub fn publish(
 pub fn file_id(path: &Path) -> Result<FileId> {
     fs::symlink_metadata(path)
         .map(|m| (m.dev(), m.ino()))
-        .map_err(|e| io_error("io.stat", path, &e))
+        .map_err(|e| io_error(Rule::IoStat, path, &e))
 }
 
 /// Open `path` for appending; `None` when it does not exist.
@@ -191,7 +192,7 @@ pub fn open_append(path: &Path) -> Result<Option<File>> {
     {
         Ok(f) => Ok(Some(f)),
         Err(e) if is_absent(&e) => Ok(None),
-        Err(e) => Err(io_error("io.open", path, &e)),
+        Err(e) => Err(io_error(Rule::IoOpen, path, &e)),
     }
 }
 
@@ -212,7 +213,7 @@ pub fn append_durable(
         cut_back(path, size).map_err(|r| {
             Error::new(
                 Status::Io,
-                "io.truncate",
+                Rule::IoTruncate,
                 format!(
                     "{}: an earlier failed append is still to be rolled back to {size} bytes, and that failed again ({r}); nothing was written",
                     path.display()
@@ -223,19 +224,19 @@ pub fn append_durable(
     }
     let size = file
         .metadata()
-        .map_err(|e| io_error("io.stat", path, &e))?
+        .map_err(|e| io_error(Rule::IoStat, path, &e))?
         .len();
     let written = write(file)
         .and_then(|()| faults::hit(Point::AppendSync, path))
         .and_then(|()| file.sync_all());
     let Err(e) = written else { return Ok(()) };
     Err(match cut_back(path, size) {
-        Ok(()) => io_error("io.write", path, &e),
+        Ok(()) => io_error(Rule::IoWrite, path, &e),
         Err(r) => {
             *rollback = Some(size);
             Error::new(
                 Status::Io,
-                "io.write",
+                Rule::IoWrite,
                 format!(
                     "{}: append failed ({e}) and rolling back to {size} bytes failed too ({r})",
                     path.display()
@@ -265,15 +266,15 @@ pub fn truncate(path: &Path, len: u64) -> Result<()> {
         .write(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .map_err(|e| io_error("io.open", path, &e))?;
+        .map_err(|e| io_error(Rule::IoOpen, path, &e))?;
     let size = file
         .metadata()
-        .map_err(|e| io_error("io.stat", path, &e))?
+        .map_err(|e| io_error(Rule::IoStat, path, &e))?
         .len();
     if size < len {
         return Err(Error::new(
             Status::Io,
-            "io.truncate",
+            Rule::IoTruncate,
             format!(
                 "{}: {size} bytes, shorter than the repair point {len}",
                 path.display()
@@ -282,5 +283,5 @@ pub fn truncate(path: &Path, len: u64) -> Result<()> {
     }
     file.set_len(len)
         .and_then(|()| file.sync_all())
-        .map_err(|e| io_error("io.truncate", path, &e))
+        .map_err(|e| io_error(Rule::IoTruncate, path, &e))
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result, Status};
 use crate::json::{self, Object, Value};
+use crate::rule::Rule;
 
 /// Optional keys written between `createdAt` and `delegationDepth`.
 const MIDDLE_KEYS: [&str; 4] = ["cwd", "parentSession", "seedLength", "origin"];
@@ -52,7 +53,7 @@ pub enum Mode {
     List,
 }
 
-fn corrupt(rule: &'static str, message: String) -> Error {
+fn corrupt(rule: Rule, message: String) -> Error {
     Error::new(Status::Corrupt, rule, message)
 }
 
@@ -97,7 +98,7 @@ fn refuse_version(v: &Value, path: &Path) -> Result<()> {
     Err(if version > 0.0 {
         Error::new(
             Status::SchemaMismatch,
-            "load.version-newer",
+            Rule::LoadVersionNewer,
             format!(
                 "session {id} uses session format v{shown} but this build reads only v0; \
                  it was written by a newer harness, upgrade to open it {raw}"
@@ -106,7 +107,7 @@ fn refuse_version(v: &Value, path: &Path) -> Result<()> {
     } else {
         Error::new(
             Status::SchemaMismatch,
-            "load.version-older",
+            Rule::LoadVersionOlder,
             format!("session {id} uses session format v{shown}, older than v0, and no upgrade path exists {raw}"),
         )
     })
@@ -123,7 +124,7 @@ pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>
         Err(_) if mode == Mode::List => return Ok(None),
         Err(e) => {
             return Err(corrupt(
-                "jsonl.header-not-json",
+                Rule::JsonlHeaderNotJson,
                 format!(
                     "corrupt session log {}: header line is not JSON ({e})",
                     path.display()
@@ -139,7 +140,7 @@ pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>
             return Ok(None);
         }
         return Err(corrupt(
-            "jsonl.header-invalid",
+            Rule::JsonlHeaderInvalid,
             format!(
                 "corrupt session log {}: first line is not a session header",
                 path.display()
@@ -150,7 +151,7 @@ pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>
     if h.contains_key("sandboxMode") || h.contains_key("approvalPolicy") {
         return Err(Error::new(
             Status::SchemaMismatch,
-            "jsonl.header-retired-fields",
+            Rule::JsonlHeaderRetiredFields,
             format!(
                 "session log {} uses retired policy baseline fields (sandboxMode/approvalPolicy)",
                 path.display()

@@ -12,6 +12,7 @@ use super::faults::{self, Point};
 use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Value};
+use crate::rule::Rule;
 
 /// The project directory of a header without `cwd`.
 pub const NO_CWD_DIR: &str = "_no-cwd";
@@ -26,7 +27,7 @@ fn literal(unit: u16) -> Option<char> {
 
 fn empty_segment(what: &str) -> Error {
     Error::invalid_argument(
-        "jsonl.empty-segment",
+        Rule::JsonlEmptySegment,
         format!("cannot encode an empty {what}"),
     )
 }
@@ -94,7 +95,7 @@ pub fn project_dir_of(header: &Value) -> Result<String> {
         Some(cwd) => match cwd.as_js_str() {
             Some(cwd) => project_key(cwd),
             None => Err(Error::invalid_argument(
-                "jsonl.empty-segment",
+                Rule::JsonlEmptySegment,
                 "cannot encode a non-string cwd as a project path",
             )),
         },
@@ -127,8 +128,12 @@ fn other(compression: Compression) -> Compression {
 }
 
 /// `io.*` for a filesystem failure on `path`.
-pub fn io_error(rule: &'static str, path: &Path, e: &io::Error) -> Error {
-    Error::new(Status::Io, rule, format!("{}: {e}", path.display()))
+pub fn io_error(rule: Rule, path: &Path, e: &io::Error) -> Error {
+    let source = match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
+    };
+    Error::new(Status::Io, rule, format!("{}: {e}", path.display())).with_source(source)
 }
 
 /// How much of a log one read takes, and the most plain text one zstd
@@ -143,7 +148,7 @@ pub fn fill_from(r: &mut impl io::Read, buf: &mut [u8], path: &Path) -> Result<u
         match r.read(buf) {
             Ok(n) => return Ok(n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error("io.read", path, &e)),
+            Err(e) => return Err(io_error(Rule::IoRead, path, &e)),
         }
     }
 }
@@ -161,7 +166,7 @@ pub fn is_absent(e: &io::Error) -> bool {
 pub fn link_refused(path: &Path) -> Error {
     Error::new(
         Status::Io,
-        "jsonl.link",
+        Rule::JsonlLink,
         format!(
             "{} is a symbolic link; the store never follows links inside its root (remove it)",
             path.display()
@@ -195,7 +200,7 @@ fn absent_as_none(stat: io::Result<fs::Metadata>, path: &Path) -> Result<Option<
     match stat {
         Ok(m) => Ok(Some(m)),
         Err(e) if is_absent(&e) => Ok(None),
-        Err(e) => Err(io_error("io.stat", path, &e)),
+        Err(e) => Err(io_error(Rule::IoStat, path, &e)),
     }
 }
 
@@ -216,11 +221,11 @@ pub fn sub_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error("io.readdir", dir, &e)),
+        Err(e) => return Err(io_error(Rule::IoReaddir, dir, &e)),
     };
     let mut out = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| io_error("io.readdir", dir, &e))?;
+        let entry = entry.map_err(|e| io_error(Rule::IoReaddir, dir, &e))?;
         let path = entry.path();
         if stat(&path)?.is_some_and(|m| m.is_dir()) {
             out.push(path);
@@ -237,7 +242,7 @@ pub fn check_encoding(dir: &Path, compression: Compression) -> Result<()> {
     if stat(&foreign)?.is_some() {
         return Err(Error::new(
             Status::SchemaMismatch,
-            "jsonl.encoding-mismatch",
+            Rule::JsonlEncodingMismatch,
             format!(
                 "artifact {} uses the other encoding; use a separate root or the matching compression mode",
                 foreign.display()
@@ -256,7 +261,7 @@ pub fn is_flat_log_name(name: &str) -> bool {
 pub fn legacy_layout(path: &Path) -> Error {
     Error::new(
         Status::SchemaMismatch,
-        "jsonl.legacy-layout",
+        Rule::JsonlLegacyLayout,
         format!(
             "artifact {} uses the unsupported flat-file layout",
             path.display()
@@ -314,7 +319,7 @@ pub fn find_log(root: &Path, segment: &str, compression: Compression) -> Result<
 pub fn duplicate_id(id: &str) -> Error {
     Error::new(
         Status::Corrupt,
-        "jsonl.duplicate-id",
+        Rule::JsonlDuplicateId,
         format!("duplicate JSONL session id {id} in multiple project directories"),
     )
 }

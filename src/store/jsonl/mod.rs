@@ -38,6 +38,7 @@ use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Value};
+use crate::rule::Rule;
 
 pub use header::header_line;
 pub use layout::{
@@ -106,7 +107,8 @@ impl JsonlBackend {
     /// when another store holds it) and refuses a root holding logs of the
     /// other encoding (`jsonl.encoding-mismatch`).
     pub fn open(root: &Path, compression: Compression) -> Result<JsonlBackend> {
-        let root = std::path::absolute(root).map_err(|e| layout::io_error("io.stat", root, &e))?;
+        let root =
+            std::path::absolute(root).map_err(|e| layout::io_error(Rule::IoStat, root, &e))?;
         fsio::ensure_root(&root)?;
         let lock = fsio::lock_root(&root)?;
         layout::check_root_encoding(&root, compression)?;
@@ -118,24 +120,25 @@ impl JsonlBackend {
     /// is read up to its last complete record, whatever the writer is
     /// appending meanwhile. `store.not-found` when there is no root.
     pub fn open_read_only(root: &Path, compression: Compression) -> Result<JsonlBackend> {
-        let root = std::path::absolute(root).map_err(|e| layout::io_error("io.stat", root, &e))?;
+        let root =
+            std::path::absolute(root).map_err(|e| layout::io_error(Rule::IoStat, root, &e))?;
         match std::fs::metadata(&root) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
                 return Err(Error::new(
                     Status::Io,
-                    "io.not-a-directory",
+                    Rule::IoNotADirectory,
                     format!("{} exists and is not a directory", root.display()),
                 ))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::new(
                     Status::NotFound,
-                    "store.not-found",
+                    Rule::StoreNotFound,
                     format!("no JSONL store at {} to read", root.display()),
                 ))
             }
-            Err(e) => return Err(layout::io_error("io.stat", &root, &e)),
+            Err(e) => return Err(layout::io_error(Rule::IoStat, &root, &e)),
         }
         layout::check_root_encoding(&root, compression)?;
         let mut backend = JsonlBackend::with(root, compression, None);
@@ -198,7 +201,7 @@ impl JsonlBackend {
         if requested.is_some_and(|r| id != r) {
             return Err(Error::new(
                 Status::Corrupt,
-                "jsonl.header-id-mismatch",
+                Rule::JsonlHeaderIdMismatch,
                 format!(
                     "corrupt session log {}: requested id does not match header id",
                     path.display()
@@ -208,7 +211,7 @@ impl JsonlBackend {
         let mismatch = |other: String| {
             Error::new(
                 Status::Corrupt,
-                "jsonl.header-path-mismatch",
+                Rule::JsonlHeaderPathMismatch,
                 format!(
                     "corrupt session log {}: header id and cwd identify {other}",
                     path.display()
@@ -281,7 +284,7 @@ impl JsonlBackend {
             }
             return Err(Error::new(
                 Status::Conflict,
-                "jsonl.exists-on-materialize",
+                Rule::JsonlExistsOnMaterialize,
                 format!(
                     "refusing to materialize {id}: a log already exists at {}",
                     existing.display()
@@ -357,7 +360,7 @@ impl JsonlBackend {
             let open = open.ok_or_else(|| {
                 Error::new(
                     Status::NotFound,
-                    "load.not-found",
+                    Rule::LoadNotFound,
                     format!("session \"{id}\" has no stored log"),
                 )
             })?;
@@ -400,13 +403,13 @@ impl Backend for JsonlBackend {
             let entries = match std::fs::read_dir(&project) {
                 Ok(e) => e,
                 Err(e) if layout::is_absent(&e) => continue,
-                Err(e) => return Err(layout::io_error("io.readdir", &project, &e)),
+                Err(e) => return Err(layout::io_error(Rule::IoReaddir, &project, &e)),
             };
             let mut paths = Vec::new();
             for entry in entries {
                 paths.push(
                     entry
-                        .map_err(|e| layout::io_error("io.readdir", &project, &e))?
+                        .map_err(|e| layout::io_error(Rule::IoReaddir, &project, &e))?
                         .path(),
                 );
             }
@@ -515,7 +518,7 @@ impl Backend for JsonlBackend {
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if layout::is_absent(&e) => return Ok(false),
-            Err(e) => return Err(layout::io_error("io.unlink", &path, &e)),
+            Err(e) => return Err(layout::io_error(Rule::IoUnlink, &path, &e)),
         }
         let Some(dir) = path.parent() else {
             return Ok(true);

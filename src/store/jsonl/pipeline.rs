@@ -197,7 +197,7 @@ mod tests {
     use crate::test_rng::Rng;
 
     /// Scanner state that must not depend on which thread decoded a line.
-    fn outcome(sc: &Scanner) -> (Vec<String>, usize, usize, Option<&'static str>, bool) {
+    fn outcome(sc: &Scanner) -> (Vec<String>, usize, usize, Option<crate::rule::Rule>, bool) {
         let texts = sc.events.iter().map(|e| e.to_value().to_json()).collect();
         let issue = sc.issue.as_ref().map(|e| e.rule);
         (texts, sc.committed, sc.consumed, issue, sc.at_line_start())

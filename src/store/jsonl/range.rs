@@ -13,6 +13,7 @@ use super::scan::Scanner;
 use super::zstd_frames::StreamDecoder;
 use super::Compression;
 use crate::error::Result;
+use crate::rule::Rule;
 use crate::store::backend::Stored;
 
 /// Keep a mark only this many events after the previous one.
@@ -89,9 +90,10 @@ impl std::fmt::Debug for Cursor {
 impl Cursor {
     /// A cursor at resync point `(base, offset)` of the log at `path`.
     fn start(path: &Path, compression: Compression, base: u64, offset: u64) -> Result<Cursor> {
-        let mut file = super::layout::open_read(path).map_err(|e| io_error("io.open", path, &e))?;
+        let mut file =
+            super::layout::open_read(path).map_err(|e| io_error(Rule::IoOpen, path, &e))?;
         file.seek(SeekFrom::Start(offset))
-            .map_err(|e| io_error("io.read", path, &e))?;
+            .map_err(|e| io_error(Rule::IoRead, path, &e))?;
         Ok(Cursor {
             file,
             decoder: match compression {

@@ -15,6 +15,7 @@ use super::zstd_frames::{decode_frame, decode_torn, scan_frames, scan_stream};
 use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
+use crate::rule::Rule;
 use crate::store::backend::Torn;
 
 /// How often a read retries while the file keeps changing under it.
@@ -71,7 +72,7 @@ fn stable<T>(
         let read = match layout::open_read(path) {
             Ok(file) => pass(&file, limit),
             Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) => Err(io_error("io.read", path, &e)),
+            Err(e) => Err(io_error(Rule::IoRead, path, &e)),
         };
         let Some(after) = layout::stat_at(Point::ReadRestat, path)? else {
             return Ok(None);
@@ -89,7 +90,7 @@ fn stable<T>(
     }
     Err(Error::new(
         Status::Io,
-        "io.read-unstable",
+        Rule::IoReadUnstable,
         format!(
             "{}: the log kept changing while it was read",
             path.display()
@@ -177,7 +178,7 @@ fn read_plain(
 fn header_missing(path: &Path) -> Error {
     Error::new(
         Status::Corrupt,
-        "jsonl.header-missing",
+        Rule::JsonlHeaderMissing,
         format!("empty or header-less session log {}", path.display()),
     )
 }
@@ -185,7 +186,7 @@ fn header_missing(path: &Path) -> Error {
 fn header_frame_error(path: &Path) -> Error {
     Error::new(
         Status::Corrupt,
-        "zstd.header-frame",
+        Rule::ZstdHeaderFrame,
         format!(
             "corrupt Zstandard log {}: first frame is not exactly one header line",
             path.display()
@@ -217,14 +218,14 @@ fn read_zstd(
         buf.clear();
         buf.resize(range.len(), 0);
         file.read_exact_at(buf, range.start as u64)
-            .map_err(|e| io_error("io.read", path, &e))
+            .map_err(|e| io_error(Rule::IoRead, path, &e))
     };
     let Some(first) = frames.complete.first() else {
         return Err(header_missing(path));
     };
     let mut head = Vec::new();
     read_at(first, &mut head)?;
-    let plain = decode_frame(&head, "zstd.frame-decode", first.start)?;
+    let plain = decode_frame(&head, Rule::ZstdFrameDecode, first.start)?;
     if !is_one_line(&plain) {
         return Err(header_frame_error(path));
     }
@@ -238,14 +239,14 @@ fn read_zstd(
         // crash damaged, when every frame before it decodes: read again with
         // the last frame apart, to tell.
         let (last, before) = match body.split_last() {
-            Some(split) if e.rule == "zstd.frame-decode" => split,
+            Some(split) if e.rule == Rule::ZstdFrameDecode => split,
             _ => return Err(e),
         };
         (scanner, marks) = (Scanner::new(), Marks::default());
         scan_body(&read_at, before, &mut scanner, &mut marks)?;
         let mut raw = Vec::new();
         read_at(last, &mut raw)?;
-        match decode_frame(&raw, "zstd.frame-decode", last.start) {
+        match decode_frame(&raw, Rule::ZstdFrameDecode, last.start) {
             Ok(plain) => {
                 marks.add_at_line_start(&scanner, last.start as u64);
                 scanner.feed(&plain)?;
@@ -256,7 +257,7 @@ fn read_zstd(
     if !scanner.at_line_start() || scanner.committed < scanner.consumed || scanner.issue.is_some() {
         return Err(Error::new(
             Status::Corrupt,
-            "zstd.torn-record-in-frame",
+            Rule::ZstdTornRecordInFrame,
             format!(
                 "corrupt Zstandard log {}: a complete frame contains a torn record",
                 path.display()
@@ -311,7 +312,7 @@ pub fn read_first_header(path: &Path, compression: Compression) -> Result<Option
     let mut file = match layout::open_read(path) {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return Ok(None),
-        Err(e) => return Err(io_error("io.open", path, &e)),
+        Err(e) => return Err(io_error(Rule::IoOpen, path, &e)),
     };
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 8192];
@@ -328,7 +329,7 @@ pub fn read_first_header(path: &Path, compression: Compression) -> Result<Option
             Compression::Zstd => {
                 let frames = scan_frames(&buf, Some(1))?;
                 if let Some(first) = frames.complete.first() {
-                    let plain = decode_frame(&buf[first.clone()], "zstd.header-frame-decode", 0)?;
+                    let plain = decode_frame(&buf[first.clone()], Rule::ZstdHeaderFrameDecode, 0)?;
                     if !is_one_line(&plain) {
                         return Err(header_frame_error(path));
                     }

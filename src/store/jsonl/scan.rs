@@ -6,6 +6,7 @@ use crate::engine::event::{plain_int, safe_int, TURN_END};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::{self, canon, Value};
+use crate::rule::Rule;
 use crate::store::backend::Stored;
 use crate::store::chunk_rows::{decode_jsonl_record, expand_canonical, is_tag, JSONL_BOUNDS};
 
@@ -178,7 +179,7 @@ impl Scanner {
             if self.issue.is_none() {
                 self.issue = Some(Error::new(
                     Status::Corrupt,
-                    "load.corrupt-unparsable",
+                    Rule::LoadCorruptUnparsable,
                     format!(
                         "corrupt session log: unparsable committed event at line {}",
                         self.line
@@ -206,13 +207,14 @@ impl Scanner {
                 .map_or_else(|| "undefined".to_string(), Value::to_json);
             let issue = Error::new(
                 Status::Corrupt,
-                "load.corrupt-seq-gap",
+                Rule::LoadCorruptSeqGap,
                 format!(
                     "corrupt session log: seq gap in committed region at line {} (expected {}, got {got})",
                     self.line,
                     next + k as u64
                 ),
-            );
+            )
+            .at_seq(next + k as u64);
             if has_turn_end(&events) {
                 return Err(issue);
             }

@@ -16,6 +16,7 @@ use super::zstd_frames::{decode_frame, scan_frames, StreamDecoder, MAGIC};
 use super::Compression;
 use crate::error::Result;
 use crate::json::Value;
+use crate::rule::Rule;
 use crate::store::backend::Stored;
 use zstd::zstd_safe::InBuffer;
 
@@ -61,10 +62,10 @@ pub fn stream_log(
 ) -> Result<Option<StreamEnd>> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
-    let opened = super::layout::open_read(path).map_err(|e| io_error("io.open", path, &e))?;
+    let opened = super::layout::open_read(path).map_err(|e| io_error(Rule::IoOpen, path, &e))?;
     let first = opened
         .metadata()
-        .map_err(|e| io_error("io.stat", path, &e))?;
+        .map_err(|e| io_error(Rule::IoStat, path, &e))?;
     let before = revision_of(&first);
     let limit = match reading {
         Reading::Stable => u64::MAX,
@@ -96,7 +97,8 @@ pub fn stream_log(
                     let frames = scan_frames(&pending, Some(1))?;
                     match frames.complete.first() {
                         Some(r) => {
-                            let plain = decode_frame(&pending[r.clone()], "zstd.frame-decode", 0)?;
+                            let plain =
+                                decode_frame(&pending[r.clone()], Rule::ZstdFrameDecode, 0)?;
                             if memchr(b'\n', &plain) != Some(plain.len().wrapping_sub(1)) {
                                 return Ok(None);
                             }
@@ -179,7 +181,7 @@ pub fn stream_log(
         && scanner.at_line_start()
         && scanner.committed == scanner.consumed;
     let after = faults::hit(Point::StreamRestat, path).and_then(|()| std::fs::metadata(path));
-    let after = after.map_err(|e| io_error("io.stat", path, &e))?;
+    let after = after.map_err(|e| io_error(Rule::IoStat, path, &e))?;
     let unchanged = match reading {
         Reading::Stable => revision_of(&after) == before,
         Reading::Prefix => {
@@ -201,6 +203,7 @@ mod tests {
     use super::super::tests::{ev, header, TempRoot};
     use super::super::zstd_frames::compress_frame;
     use super::super::{Compression, JsonlBackend};
+    use crate::rule::Rule;
     use crate::store::backend::{Backend, RangeReads, Stored};
     use crate::test_rng::Rng;
 
@@ -299,7 +302,7 @@ mod tests {
             .unwrap()
             .load("s")
             .unwrap_err();
-        assert_eq!(err.rule, "zstd.bad-magic");
+        assert_eq!(err.rule, Rule::ZstdBadMagic);
         reframe(&path, &[body_len / 2], None);
         let mut bytes = std::fs::read(&path).unwrap();
         let n = bytes.len();

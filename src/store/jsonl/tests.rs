@@ -1,5 +1,6 @@
 //! Layout, format and round-trip tests of the JSONL backend.
 
+use crate::rule::Rule;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -170,7 +171,7 @@ fn path_encodings_follow_the_spec_examples() {
     );
     assert_eq!(
         project_key(&JsString::from_str("")).unwrap_err().rule,
-        "jsonl.empty-segment"
+        Rule::JsonlEmptySegment
     );
     let seg = |s: &str| encode_segment(&JsString::from_str(s)).unwrap();
     assert_eq!(seg("a/b~c"), "a~002Fb~007Ec");
@@ -185,7 +186,7 @@ fn path_encodings_follow_the_spec_examples() {
     let e = encode_segment(&JsString::from_str("")).unwrap_err();
     assert_eq!(
         (e.rule, e.status),
-        ("jsonl.empty-segment", Status::InvalidArgument)
+        (Rule::JsonlEmptySegment, Status::InvalidArgument)
     );
 }
 
@@ -224,12 +225,12 @@ fn header_refusals() {
     let newer = rule(r#"{"type":"other","version":2,"id":7}"#);
     assert_eq!(
         (newer.rule, newer.status),
-        ("load.version-newer", Status::SchemaMismatch)
+        (Rule::LoadVersionNewer, Status::SchemaMismatch)
     );
     assert!(newer.message.contains("/r/x.jsonl") && newer.message.contains('7'));
     assert_eq!(rule(r#"{"version":-1}"#).rule, "load.version-older");
-    assert_eq!(rule("[1]").rule, "jsonl.header-invalid");
-    assert_eq!(rule("{not json").rule, "jsonl.header-not-json");
+    assert_eq!(rule("[1]").rule, Rule::JsonlHeaderInvalid);
+    assert_eq!(rule("{not json").rule, Rule::JsonlHeaderNotJson);
     let base = r#""type":"session","version":0,"id":"s""#;
     for bad in ["-0", "1.5", "-1", "9007199254740992", "\"1\""] {
         assert_eq!(
@@ -237,40 +238,40 @@ fn header_refusals() {
                 r#"{{{base},"createdAt":{bad},"delegationDepth":0}}"#
             ))
             .rule,
-            "jsonl.header-invalid"
+            Rule::JsonlHeaderInvalid
         );
         assert_eq!(
             rule(&format!(
                 r#"{{{base},"createdAt":1,"delegationDepth":{bad}}}"#
             ))
             .rule,
-            "jsonl.header-invalid"
+            Rule::JsonlHeaderInvalid
         );
     }
     assert_eq!(
         rule(&format!(r#"{{{base},"createdAt":1}}"#)).rule,
-        "jsonl.header-invalid"
+        Rule::JsonlHeaderInvalid
     );
     assert_eq!(
         rule(&format!(
             r#"{{{base},"createdAt":1,"delegationDepth":0,"origin":"x"}}"#
         ))
         .rule,
-        "jsonl.header-invalid"
+        Rule::JsonlHeaderInvalid
     );
     assert_eq!(
         rule(&format!(
             r#"{{{base},"createdAt":1,"delegationDepth":0,"agentPreset":1}}"#
         ))
         .rule,
-        "jsonl.header-invalid"
+        Rule::JsonlHeaderInvalid
     );
     let retired = rule(&format!(
         r#"{{{base},"createdAt":1,"delegationDepth":0,"sandboxMode":"x"}}"#
     ));
     assert_eq!(
         (retired.rule, retired.status),
-        ("jsonl.header-retired-fields", Status::SchemaMismatch)
+        (Rule::JsonlHeaderRetiredFields, Status::SchemaMismatch)
     );
     assert!(read(&format!(
         "{{{base},\"createdAt\":1,\"delegationDepth\":0}}\r\n"
@@ -356,7 +357,7 @@ fn round_trip_every_shape_in_both_encodings() {
         let gap = ev(r#"{"type":"turn/start","seq":30,"time":1,"data":{"turn":2}}"#);
         assert_eq!(
             b.append(&h, &[gap], false).unwrap_err().rule,
-            "persist.append-seq-mismatch"
+            Rule::PersistAppendSeqMismatch
         );
     }
 }
@@ -402,7 +403,7 @@ fn zstd_file_is_one_header_frame_then_one_frame_per_batch() {
     let plain: Vec<Vec<u8>> = frames
         .complete
         .iter()
-        .map(|r| zstd_frames::decode_frame(&bytes[r.clone()], "zstd.frame-decode", 0).unwrap())
+        .map(|r| zstd_frames::decode_frame(&bytes[r.clone()], Rule::ZstdFrameDecode, 0).unwrap())
         .collect();
     assert_eq!(plain[0], header_line(&h).into_bytes());
     for (i, r) in frames.complete.iter().enumerate() {
@@ -466,7 +467,7 @@ fn a_second_open_of_the_root_is_locked() {
     let root = TempRoot::new("lock");
     let b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
     let e = JsonlBackend::open(&root.0, Compression::Zstd).unwrap_err();
-    assert_eq!((e.rule, e.status), ("store.locked", Status::Conflict));
+    assert_eq!((e.rule, e.status), (Rule::StoreLocked, Status::Conflict));
     assert!(e.message.contains(&root.0.display().to_string()));
     drop(b);
     JsonlBackend::open(&root.0, Compression::Zstd).unwrap();

@@ -1,5 +1,6 @@
 //! Crash, corruption and failure tests of the JSONL backend, plus a timing.
 
+use crate::rule::Rule;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -149,7 +150,7 @@ fn damage_before_a_later_turn_end_is_corruption() {
     let e = b.load("d").unwrap_err();
     assert_eq!(
         (e.rule, e.status),
-        ("load.corrupt-unparsable", Status::Corrupt)
+        (Rule::LoadCorruptUnparsable, Status::Corrupt)
     );
     assert!(e.message.contains("line 2"), "{}", e.message);
     let text = String::from_utf8(clean.clone()).unwrap();
@@ -157,11 +158,11 @@ fn damage_before_a_later_turn_end_is_corruption() {
     let e = b.load("d").unwrap_err();
     assert_eq!(
         (e.rule, e.status),
-        ("load.corrupt-seq-gap", Status::Corrupt)
+        (Rule::LoadCorruptSeqGap, Status::Corrupt)
     );
     // A bad row is like bad JSON.
     fs::write(&path, text.replacen("\"dt\":[3,3,3,3]", "\"dt\":[3]", 1)).unwrap();
-    assert_eq!(b.load("d").unwrap_err().rule, "load.corrupt-unparsable");
+    assert_eq!(b.load("d").unwrap_err().rule, Rule::LoadCorruptUnparsable);
     // After the last turn/end damage only bounds the prefix.
     let tail = ev(r#"{"type":"turn/start","seq":25,"time":1,"data":{"turn":2}}"#).to_json();
     fs::write(&path, format!("{text}garbage\n{tail}\n")).unwrap();
@@ -178,7 +179,7 @@ fn damage_before_a_later_turn_end_is_corruption() {
     assert_eq!(fs::read(&path).unwrap(), clean);
     // Header damage.
     fs::write(&path, &clean[second_line..]).unwrap();
-    assert_eq!(b.load("d").unwrap_err().rule, "jsonl.header-invalid");
+    assert_eq!(b.load("d").unwrap_err().rule, Rule::JsonlHeaderInvalid);
 }
 
 #[test]
@@ -199,14 +200,14 @@ fn zstd_damage_is_corruption() {
         let e = b.load("z").unwrap_err();
         assert_eq!(
             (e.rule, e.status),
-            ("zstd.frame-decode", Status::Corrupt),
+            (Rule::ZstdFrameDecode, Status::Corrupt),
             "frame {i}"
         );
     }
     let mut bytes = clean.clone();
     bytes[frames[1].start] = 0;
     fs::write(&path, &bytes).unwrap();
-    assert_eq!(b.load("z").unwrap_err().rule, "zstd.bad-magic");
+    assert_eq!(b.load("z").unwrap_err().rule, Rule::ZstdBadMagic);
     let header_frame = &clean[frames[0].clone()];
     let frame = |plain: &str| {
         let mut out = header_frame.to_vec();
@@ -222,7 +223,7 @@ fn zstd_damage_is_corruption() {
         let e = b.load("z").unwrap_err();
         assert_eq!(
             (e.rule, e.status),
-            ("zstd.torn-record-in-frame", Status::Corrupt)
+            (Rule::ZstdTornRecordInFrame, Status::Corrupt)
         );
     }
     // A record split over two complete frames is fine.
@@ -246,14 +247,14 @@ fn a_failed_append_is_rolled_back_and_can_be_retried() {
         let fail = fail_next_sync();
         let e = b.append(&h, &events[10..], false).unwrap_err();
         drop(fail);
-        assert_eq!((e.rule, e.status), ("io.write", Status::Io));
+        assert_eq!((e.rule, e.status), (Rule::IoWrite, Status::Io));
         assert_eq!(fs::read(&path).unwrap(), before);
         b.append(&h, &events[10..], false).unwrap();
         // A batch large enough to be written in chunks by the helper thread.
         let big = big_events(events.len() as u64, 3000, 1000);
         let before = fs::read(&path).unwrap();
         let fail = fail_next_sync();
-        assert_eq!(b.append(&h, &big, false).unwrap_err().rule, "io.write");
+        assert_eq!(b.append(&h, &big, false).unwrap_err().rule, Rule::IoWrite);
         drop(fail);
         assert_eq!(fs::read(&path).unwrap(), before);
         b.append(&h, &big, false).unwrap();

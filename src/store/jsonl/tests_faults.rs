@@ -2,6 +2,7 @@
 //! ([`faults::Point`]): a log changing while it is read, a log removed or
 //! failing to stat after it was found, an append whose rollback fails.
 
+use crate::rule::Rule;
 use std::cell::{Cell, RefCell};
 use std::fs;
 use std::io;
@@ -101,7 +102,7 @@ fn a_full_read_retries_when_the_log_changes_mid_read() {
         });
         let e = b.load("m").unwrap_err();
         drop(hook);
-        assert_eq!((e.rule, e.status), ("io.read-unstable", Status::Io));
+        assert_eq!((e.rule, e.status), (Rule::IoReadUnstable, Status::Io));
         assert!(e.message.contains(&path.display().to_string()), "{e:?}");
         assert_eq!(hits.get(), read::STABLE_TRIES);
         assert_eq!(fs::read(&path).unwrap(), full, "the last change wrote it");
@@ -167,7 +168,7 @@ fn a_revision_stat_after_discovery_tells_absence_from_failure() {
         });
         let e = b.revision("v").unwrap_err();
         drop(hook);
-        assert_eq!((e.rule, e.status), ("io.stat", Status::Io));
+        assert_eq!((e.rule, e.status), (Rule::IoStat, Status::Io));
         assert!(e.message.contains(&v.display().to_string()), "{e:?}");
         assert!(e.message.contains("os error 13"), "{e:?}");
         assert_eq!(rev(&mut b, "v"), rv, "nothing changed");
@@ -263,7 +264,7 @@ fn a_log_removed_between_listing_and_stat_is_omitted() {
         let hook = fail_once(Point::ListStat, || io::Error::from_raw_os_error(libc::EIO));
         let e = b.list().unwrap_err();
         drop(hook);
-        assert_eq!((e.rule, e.status), ("io.stat", Status::Io));
+        assert_eq!((e.rule, e.status), (Rule::IoStat, Status::Io));
         assert_eq!(b.list().unwrap().len(), 2);
     }
 }
@@ -286,7 +287,7 @@ fn a_failed_append_whose_rollback_fails_reports_both() {
         let hook = fail_next_sync();
         let e = b.append(&h, &events[10..12], false).unwrap_err();
         drop(hook);
-        assert_eq!((e.rule, e.status), ("io.write", Status::Io));
+        assert_eq!((e.rule, e.status), (Rule::IoWrite, Status::Io));
         assert!(e.message.contains("injected fsync failure"), "{e:?}");
         assert!(!e.message.contains("rolling back"), "{e:?}");
         assert_eq!(fs::read(&path).unwrap(), committed);
@@ -308,7 +309,7 @@ fn a_failed_append_whose_rollback_fails_reports_both() {
             *points.borrow(),
             [Point::AppendSync, Point::RollbackTruncate]
         );
-        assert_eq!((e.rule, e.status), ("io.write", Status::Io));
+        assert_eq!((e.rule, e.status), (Rule::IoWrite, Status::Io));
         for part in [
             path.display().to_string(),
             "injected fsync failure".to_string(),
@@ -330,7 +331,7 @@ fn a_failed_append_whose_rollback_fails_reports_both() {
         let hook = fail_once(Point::RollbackTruncate, || injected("truncate"));
         let e = b.append(&h, &events[10..12], false).unwrap_err();
         drop(hook);
-        assert_eq!(e.rule, "io.truncate", "{e:?}");
+        assert_eq!(e.rule, Rule::IoTruncate, "{e:?}");
         assert_eq!(fs::read(&path).unwrap(), now);
         // Once the disk takes it, the log is cut back to its last durable
         // record and the batch follows it once: no seq twice, no gap.
@@ -351,7 +352,7 @@ fn a_publish_whose_directory_fsync_fails_is_finished_by_the_retry() {
         let hook = fail_once(Point::PublishDirSync, || injected("directory fsync"));
         let e = b.append(&h, &events[..6], true).unwrap_err();
         drop(hook);
-        assert_eq!((e.rule, e.status), ("io.fsync", Status::Io), "{e:?}");
+        assert_eq!((e.rule, e.status), (Rule::IoFsync, Status::Io), "{e:?}");
         // The writer retries from seq 0 with what was appended since: the
         // publish is finished, and nothing is written twice.
         b.append(&h, &events[..12], true).unwrap();
@@ -361,6 +362,6 @@ fn a_publish_whose_directory_fsync_fails_is_finished_by_the_retry() {
         assert!(loaded.torn.is_none());
         // Once finished, the log is refused as any existing one is.
         let e = b.append(&h, &events[..1], true).unwrap_err();
-        assert_eq!(e.rule, "jsonl.exists-on-materialize");
+        assert_eq!(e.rule, Rule::JsonlExistsOnMaterialize);
     }
 }

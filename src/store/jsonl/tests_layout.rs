@@ -1,5 +1,6 @@
 //! Layout, listing, lookup and deletion tests of the JSONL backend.
 
+use crate::rule::Rule;
 use std::fs;
 
 use super::tests::{assert_same, files_under, header, sample_events, TempRoot, BOTH};
@@ -23,7 +24,7 @@ fn encoding_mismatch_is_refused_both_ways() {
         let e = JsonlBackend::open(&root.0, other).unwrap_err();
         assert_eq!(
             (e.rule, e.status),
-            ("jsonl.encoding-mismatch", Status::SchemaMismatch)
+            (Rule::JsonlEncodingMismatch, Status::SchemaMismatch)
         );
         // A foreign artifact appearing after open: lookup, listing and
         // materialization refuse.
@@ -32,12 +33,12 @@ fn encoding_mismatch_is_refused_both_ways() {
         let dir = root2.0.join("_no-cwd/m");
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join(layout::log_name(compression)), b"x").unwrap();
-        assert_eq!(b.load("m").unwrap_err().rule, "jsonl.encoding-mismatch");
-        assert_eq!(b.list().unwrap_err().rule, "jsonl.encoding-mismatch");
+        assert_eq!(b.load("m").unwrap_err().rule, Rule::JsonlEncodingMismatch);
+        assert_eq!(b.list().unwrap_err().rule, Rule::JsonlEncodingMismatch);
         let err = b
             .append(&header("m", None), &sample_events(), true)
             .unwrap_err();
-        assert_eq!(err.rule, "jsonl.encoding-mismatch");
+        assert_eq!(err.rule, Rule::JsonlEncodingMismatch);
     }
 }
 
@@ -53,45 +54,48 @@ fn layout_refusals() {
             .unwrap_err();
         assert_eq!(
             (e.rule, e.status),
-            ("jsonl.exists-on-materialize", Status::Conflict)
+            (Rule::JsonlExistsOnMaterialize, Status::Conflict)
         );
         let e = b
             .append(&header("a", Some("/y")), &events, true)
             .unwrap_err();
-        assert_eq!(e.rule, "jsonl.exists-on-materialize");
+        assert_eq!(e.rule, Rule::JsonlExistsOnMaterialize);
         let e = b.append(&header("", None), &events, true).unwrap_err();
         assert_eq!(
             (e.rule, e.status),
-            ("jsonl.empty-segment", Status::InvalidArgument)
+            (Rule::JsonlEmptySegment, Status::InvalidArgument)
         );
-        assert_eq!(b.load("").unwrap_err().rule, "jsonl.empty-segment");
+        assert_eq!(b.load("").unwrap_err().rule, Rule::JsonlEmptySegment);
         // The same id under two project directories.
         let name = layout::log_name(compression);
         let src = root.0.join("--x--/a").join(name);
         fs::create_dir_all(root.0.join("--z--/a")).unwrap();
         fs::copy(&src, root.0.join("--z--/a").join(name)).unwrap();
         let e = b.load("a").unwrap_err();
-        assert_eq!((e.rule, e.status), ("jsonl.duplicate-id", Status::Corrupt));
-        assert_eq!(b.list().unwrap_err().rule, "jsonl.header-path-mismatch");
+        assert_eq!(
+            (e.rule, e.status),
+            (Rule::JsonlDuplicateId, Status::Corrupt)
+        );
+        assert_eq!(b.list().unwrap_err().rule, Rule::JsonlHeaderPathMismatch);
         fs::remove_dir_all(root.0.join("--z--")).unwrap();
         // A log whose header names another place.
         fs::create_dir_all(root.0.join("--w--/a2")).unwrap();
         fs::copy(&src, root.0.join("--w--/a2").join(name)).unwrap();
-        assert_eq!(b.load("a2").unwrap_err().rule, "jsonl.header-id-mismatch");
-        assert_eq!(b.list().unwrap_err().rule, "jsonl.header-path-mismatch");
+        assert_eq!(b.load("a2").unwrap_err().rule, Rule::JsonlHeaderIdMismatch);
+        assert_eq!(b.list().unwrap_err().rule, Rule::JsonlHeaderPathMismatch);
         fs::remove_dir_all(root.0.join("--w--")).unwrap();
         // A symlinked project directory is never followed, even to the same
         // file: the store's tree holds no links.
         std::os::unix::fs::symlink(root.0.join("--x--"), root.0.join("--v--")).unwrap();
-        assert_eq!(b.load("a").unwrap_err().rule, "jsonl.link");
-        assert_eq!(b.list().unwrap_err().rule, "jsonl.link");
+        assert_eq!(b.load("a").unwrap_err().rule, Rule::JsonlLink);
+        assert_eq!(b.list().unwrap_err().rule, Rule::JsonlLink);
         fs::remove_file(root.0.join("--v--")).unwrap();
         assert_same(&b.load("a").unwrap().unwrap().values(), &events);
         // The flat layout.
         fs::create_dir_all(root.0.join("--q--")).unwrap();
         fs::write(root.0.join("--q--").join(format!("f.{}", &name[8..])), b"").unwrap();
-        assert_eq!(b.load("f").unwrap_err().rule, "jsonl.legacy-layout");
-        assert_eq!(b.list().unwrap_err().rule, "jsonl.legacy-layout");
+        assert_eq!(b.load("f").unwrap_err().rule, Rule::JsonlLegacyLayout);
+        assert_eq!(b.list().unwrap_err().rule, Rule::JsonlLegacyLayout);
     }
 }
 
@@ -123,12 +127,12 @@ fn listing_skips_what_is_not_a_log_and_keeps_foreign_versions() {
         .collect();
     ids.sort();
     assert_eq!(ids, ["newer", "ok"]);
-    assert_eq!(b.load("newer").unwrap_err().rule, "load.version-newer");
-    assert_eq!(b.load("empty").unwrap_err().rule, "jsonl.header-missing");
-    assert_eq!(b.load("frag").unwrap_err().rule, "jsonl.header-missing");
-    assert_eq!(b.load("nothdr").unwrap_err().rule, "jsonl.header-invalid");
+    assert_eq!(b.load("newer").unwrap_err().rule, Rule::LoadVersionNewer);
+    assert_eq!(b.load("empty").unwrap_err().rule, Rule::JsonlHeaderMissing);
+    assert_eq!(b.load("frag").unwrap_err().rule, Rule::JsonlHeaderMissing);
+    assert_eq!(b.load("nothdr").unwrap_err().rule, Rule::JsonlHeaderInvalid);
     mk("retired", "{\"type\":\"session\",\"version\":0,\"id\":\"retired\",\"createdAt\":1,\"delegationDepth\":0,\"approvalPolicy\":1}\n");
-    assert_eq!(b.list().unwrap_err().rule, "jsonl.header-retired-fields");
+    assert_eq!(b.list().unwrap_err().rule, Rule::JsonlHeaderRetiredFields);
 }
 
 #[test]
@@ -162,7 +166,7 @@ fn zstd_listing_reads_only_the_header_frame() {
     assert!(b.list().unwrap().is_empty());
     fs::write(&path, &bytes[..frames.complete[0].end - 1]).unwrap();
     assert!(b.list().unwrap().is_empty());
-    assert_eq!(b.load("z").unwrap_err().rule, "jsonl.header-missing");
+    assert_eq!(b.load("z").unwrap_err().rule, Rule::JsonlHeaderMissing);
     let mut two = Vec::new();
     zstd_frames::compress_frame(
         format!("{}{}", header_line(&h), "{}\n").as_bytes(),
@@ -170,14 +174,14 @@ fn zstd_listing_reads_only_the_header_frame() {
     )
     .unwrap();
     fs::write(&path, &two).unwrap();
-    assert_eq!(b.list().unwrap_err().rule, "zstd.header-frame");
-    assert_eq!(b.load("z").unwrap_err().rule, "zstd.header-frame");
+    assert_eq!(b.list().unwrap_err().rule, Rule::ZstdHeaderFrame);
+    assert_eq!(b.load("z").unwrap_err().rule, Rule::ZstdHeaderFrame);
     let mut hdr = bytes[..frames.complete[0].end].to_vec();
     let n = hdr.len();
     hdr[n - 1] ^= 0xFF;
     fs::write(&path, &hdr).unwrap();
-    assert_eq!(b.list().unwrap_err().rule, "zstd.header-frame-decode");
-    assert_eq!(b.load("z").unwrap_err().rule, "zstd.frame-decode");
+    assert_eq!(b.list().unwrap_err().rule, Rule::ZstdHeaderFrameDecode);
+    assert_eq!(b.load("z").unwrap_err().rule, Rule::ZstdFrameDecode);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! directories, ids that cannot name a path, and file-system faults that
 //! must surface instead of reading as absence.
 
+use crate::rule::Rule;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -227,7 +228,7 @@ fn list_refuses_a_header_whose_id_cannot_name_a_path() {
     let err = b.list().unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Corrupt, "jsonl.header-path-mismatch")
+        (Status::Corrupt, Rule::JsonlHeaderPathMismatch)
     );
 }
 
@@ -251,7 +252,7 @@ fn list_surfaces_a_root_that_became_unusable() {
         fs::write(&root.0, b"not a directory").unwrap();
         let err = b.list().unwrap_err();
         assert_eq!(err.status, Status::Io, "{compression:?}: {err}");
-        assert!(err.rule.starts_with("io."), "{err}");
+        assert!(err.rule.as_str().starts_with("io."), "{err}");
         fs::remove_file(&root.0).unwrap();
     }
 }
@@ -295,7 +296,7 @@ fn materialization_surfaces_a_project_directory_fault() {
             )
             .unwrap_err();
         assert_eq!(err.status, Status::Io, "{compression:?}: {err}");
-        assert!(err.rule.starts_with("io."), "{err}");
+        assert!(err.rule.as_str().starts_with("io."), "{err}");
         assert_eq!(fs::read(root.0.join("--w--")).unwrap(), b"x");
         fs::remove_file(root.0.join("--w--")).unwrap();
         assert!(b.load("p").unwrap().is_none(), "nothing was written");
@@ -347,7 +348,7 @@ fn a_plain_log_cut_anywhere_loads_its_complete_lines() {
     }
     // Without the header's end the log has no header.
     fs::write(&path, &full[..header_len - 1]).unwrap();
-    assert_eq!(b.load("p").unwrap_err().rule, "jsonl.header-missing");
+    assert_eq!(b.load("p").unwrap_err().rule, Rule::JsonlHeaderMissing);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::io::{self, Read, Write};
 use std::ops::Range;
 
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 /// The compression level of written frames. The JSONL format fixes no
 /// level (readers accept any valid frame); level 1 compresses session text
@@ -36,7 +37,7 @@ pub struct Frames {
     pub torn_start: Option<usize>,
 }
 
-fn corrupt(rule: &'static str, what: &str, at: usize) -> Error {
+fn corrupt(rule: Rule, what: &str, at: usize) -> Error {
     Error::new(
         Status::Corrupt,
         rule,
@@ -134,7 +135,11 @@ pub fn scan_stream(
 /// never arrived, or a partly written frame): a torn tail, `Ok(None)`.
 /// Followed by a complete frame it is damage inside the log: `e`.
 fn damaged_tail(bytes: &[u8], pos: usize, e: Error) -> Result<Option<usize>> {
-    let structural = ["zstd.bad-magic", "zstd.reserved-bit", "zstd.reserved-block"];
+    let structural = [
+        Rule::ZstdBadMagic,
+        Rule::ZstdReservedBit,
+        Rule::ZstdReservedBlock,
+    ];
     if !structural.contains(&e.rule) || later_complete_frame(bytes, pos + 1).is_some() {
         return Err(e);
     }
@@ -149,7 +154,7 @@ fn damaged_tail(bytes: &[u8], pos: usize, e: Error) -> Result<Option<usize>> {
 fn refuse_if_not_last(bytes: &[u8], pos: usize, base: usize) -> Result<()> {
     match later_complete_frame(bytes, pos + 4) {
         Some(next) => Err(corrupt(
-            "zstd.damaged-frame",
+            Rule::ZstdDamagedFrame,
             &format!(
                 "a damaged frame is followed by a complete frame at byte {}",
                 base + next
@@ -183,7 +188,7 @@ fn frame_end(bytes: &[u8], start: usize, base: usize) -> Result<Option<usize>> {
     ]);
     if magic != MAGIC {
         return Err(corrupt(
-            "zstd.bad-magic",
+            Rule::ZstdBadMagic,
             "invalid frame magic",
             base + start,
         ));
@@ -193,7 +198,7 @@ fn frame_end(bytes: &[u8], start: usize, base: usize) -> Result<Option<usize>> {
     };
     if d & 0x18 != 0 {
         return Err(corrupt(
-            "zstd.reserved-bit",
+            Rule::ZstdReservedBit,
             "reserved frame-header bit",
             base + start + 4,
         ));
@@ -218,7 +223,7 @@ fn frame_end(bytes: &[u8], start: usize, base: usize) -> Result<Option<usize>> {
         let block_type = (h >> 1) & 3;
         if block_type == 3 {
             return Err(corrupt(
-                "zstd.reserved-block",
+                Rule::ZstdReservedBlock,
                 "reserved block type",
                 base + p,
             ));
@@ -246,7 +251,7 @@ fn frame_end(bytes: &[u8], start: usize, base: usize) -> Result<Option<usize>> {
 }
 
 /// Decompress one complete frame, verifying its checksum (`zstd.frame-decode`).
-pub fn decode_frame(frame: &[u8], rule: &'static str, at: usize) -> Result<Vec<u8>> {
+pub fn decode_frame(frame: &[u8], rule: Rule, at: usize) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     zstd::stream::read::Decoder::with_buffer(frame)
         .map(zstd::stream::read::Decoder::single_frame)
@@ -307,7 +312,7 @@ impl FramePieces<'_, '_> {
         if self.done {
             return Ok(false);
         }
-        let rule = "zstd.frame-decode";
+        let rule = Rule::ZstdFrameDecode;
         if self.pos.is_none() {
             // A short frame that states its size (the writer pledges it) is
             // decoded in one call into room reserved up front; anything else
@@ -404,7 +409,7 @@ impl StreamDecoder {
         let context = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| {
             Error::new(
                 Status::Internal,
-                "zstd.context",
+                Rule::ZstdContext,
                 "no memory for a Zstandard decompression context",
             )
         })?;
@@ -448,7 +453,7 @@ impl StreamDecoder {
             Ok(hint) => Ok(hint == 0),
             Err(code) => {
                 let e = io::Error::other(zstd::zstd_safe::get_error_name(code));
-                Err(decode_error("zstd.frame-decode", at + from, &e))
+                Err(decode_error(Rule::ZstdFrameDecode, at + from, &e))
             }
         }
     }
@@ -458,7 +463,7 @@ impl StreamDecoder {
 /// block of 4 bytes (the frame-size sanity bound of [`FrameDecoder`]).
 const MAX_RATIO: u64 = 1 << 15;
 
-fn decode_error(rule: &'static str, at: usize, e: &io::Error) -> Error {
+fn decode_error(rule: Rule, at: usize, e: &io::Error) -> Error {
     Error::new(
         Status::Corrupt,
         rule,

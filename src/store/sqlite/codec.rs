@@ -3,10 +3,11 @@
 //! the zigzag-encoded difference from the previous one.
 
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 const MAX_SAFE: u64 = (1 << 53) - 1;
 
-fn corrupt(rule: &'static str, what: &str) -> Error {
+fn corrupt(rule: Rule, what: &str) -> Error {
     Error::new(
         Status::Corrupt,
         rule,
@@ -33,7 +34,7 @@ pub fn encode(seqs: &[u64]) -> Result<Vec<u8>> {
     for (i, &s) in seqs.iter().enumerate() {
         if s > MAX_SAFE {
             return Err(Error::invalid_argument(
-                "codec.encode-invalid",
+                Rule::CodecEncodeInvalid,
                 "sourceEventSeqs must hold non-negative safe integers",
             ));
         }
@@ -56,24 +57,24 @@ fn read_varint(bytes: &[u8], pos: &mut usize, limit: u64) -> Result<u64> {
     let start = *pos;
     loop {
         let Some(&b) = bytes.get(*pos) else {
-            return Err(corrupt("codec.truncated", "truncated varint"));
+            return Err(corrupt(Rule::CodecTruncated, "truncated varint"));
         };
         *pos += 1;
         let n = *pos - start;
         if n > 9 {
-            return Err(corrupt("codec.varint-overflow", "varint is out of range"));
+            return Err(corrupt(Rule::CodecVarintOverflow, "varint is out of range"));
         }
         if n == 9 && b & 0x80 != 0 {
-            return Err(corrupt("codec.varint-overflow", "varint is out of range"));
+            return Err(corrupt(Rule::CodecVarintOverflow, "varint is out of range"));
         }
         value |= u64::from(b & 0x7f) << shift;
         shift += 7;
         if b & 0x80 == 0 {
             if n > 1 && b == 0 {
-                return Err(corrupt("codec.non-canonical", "non-canonical varint"));
+                return Err(corrupt(Rule::CodecNonCanonical, "non-canonical varint"));
             }
             if value > limit {
-                return Err(corrupt("codec.varint-overflow", "varint is out of range"));
+                return Err(corrupt(Rule::CodecVarintOverflow, "varint is out of range"));
             }
             return Ok(value);
         }
@@ -95,7 +96,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<u64>> {
             let s = prev + d;
             if s < 0 || s as u64 > MAX_SAFE {
                 return Err(corrupt(
-                    "codec.seq-out-of-range",
+                    Rule::CodecSeqOutOfRange,
                     "decoded seq is out of range",
                 ));
             }
@@ -114,7 +115,7 @@ pub fn encode_values(values: &[crate::json::Value]) -> Result<Vec<u8>> {
         .map(|v| {
             v.as_safe_u64().ok_or_else(|| {
                 Error::invalid_argument(
-                    "codec.encode-invalid",
+                    Rule::CodecEncodeInvalid,
                     "sourceEventSeqs must hold non-negative safe integers",
                 )
             })

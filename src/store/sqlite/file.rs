@@ -19,6 +19,7 @@ use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
 
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 /// `(dev, ino)` of every database file locked by a backend of this process.
 static LOCKED: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
@@ -30,7 +31,7 @@ fn registry() -> std::sync::MutexGuard<'static, Vec<(u64, u64)>> {
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::new(
         Status::Io,
-        "io.sqlite",
+        Rule::IoSqlite,
         format!("{what} {}: {e}", path.display()),
     )
 }
@@ -99,7 +100,7 @@ fn check_parent(path: &Path, create: bool) -> Result<()> {
     match fault {
         Some(fault) => Err(Error::new(
             Status::Io,
-            "sqlite.path-parent",
+            Rule::SqlitePathParent,
             format!("database parent must be a real directory of this user that nobody else can write: {fault}"),
         )),
         None => Ok(()),
@@ -133,7 +134,7 @@ fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
     match fault {
         Some(fault) => Err(Error::new(
             Status::Io,
-            "sqlite.path-file",
+            Rule::SqlitePathFile,
             format!("database must be a regular file only this user can read and write: {fault}"),
         )),
         None => Ok(()),
@@ -151,7 +152,7 @@ pub fn identify(path: &Path) -> Result<(u64, u64, u128)> {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             return Err(Error::new(
                 Status::NotFound,
-                "store.not-found",
+                Rule::StoreNotFound,
                 format!("no database at {} to read", path.display()),
             ))
         }
@@ -182,7 +183,7 @@ pub fn sync_parent(path: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| {
         Error::new(
             Status::Io,
-            "io.fsync",
+            Rule::IoFsync,
             format!("cannot fsync directory {}: {e}", dir.display()),
         )
     })
@@ -217,7 +218,7 @@ pub fn acquire(path: &Path) -> Result<FileLock> {
     let locked = || {
         Error::new(
             Status::Conflict,
-            "store.locked",
+            Rule::StoreLocked,
             format!("database {} is in use by another store", path.display()),
         )
     };
@@ -265,7 +266,7 @@ pub fn acquire(path: &Path) -> Result<FileLock> {
         // The path was replaced between the checks and the open.
         return Err(Error::new(
             Status::Io,
-            "sqlite.path-file",
+            Rule::SqlitePathFile,
             format!(
                 "database {} changed while it was being opened",
                 path.display()

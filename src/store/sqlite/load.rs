@@ -21,6 +21,7 @@ use super::row_buf::RowBuf;
 use super::rows::{self, RawRow, Scan, Wtf8};
 use super::schema::sql_err;
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 use crate::store::backend::Stored;
 use crate::store::chunk_rows::SQLITE_BOUNDS;
 
@@ -247,18 +248,19 @@ fn settle(batches: Vec<Decoded>, base: u64) -> Result<Scan> {
             if last_turn_end.is_some_and(|last| (b, i) <= last) {
                 let prefix =
                     format!("corrupt session log: invalid committed physical row at seq {seq}");
-                return Err(match cause {
+                let err = match cause {
                     Some(e) => e.wrapped(
                         Status::Corrupt,
-                        "load.corrupt-committed-row",
+                        Rule::LoadCorruptCommittedRow,
                         &format!("{prefix}: "),
                     ),
                     None => Error::new(
                         Status::Corrupt,
-                        "load.corrupt-committed-row",
+                        Rule::LoadCorruptCommittedRow,
                         format!("{prefix} (expected seq {expected})"),
                     ),
-                });
+                };
+                return Err(err.at_seq(seq));
             }
             return Ok(Scan {
                 events: all,

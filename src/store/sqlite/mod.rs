@@ -56,6 +56,7 @@ use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
+use crate::rule::Rule;
 
 pub use self::schema::{APPLICATION_ID, SCHEMA_VERSION};
 
@@ -184,10 +185,10 @@ impl SqliteBackend {
             .map_err(sql_err)?;
         conn.set_prepared_statement_cache_capacity(32);
         let store_id = schema::configure_read_only(&conn).map_err(|e| {
-            if e.rule == "sqlite.busy" {
+            if e.rule == Rule::SqliteBusy {
                 Error::new(
                     Status::Conflict,
-                    "store.locked",
+                    Rule::StoreLocked,
                     format!(
                         "database {} is held by a writer that admits no readers (\"locking\": \"exclusive\"): {}",
                         path.display(),
@@ -316,14 +317,15 @@ fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
                 lossy(id),
                 row.seq
             );
-            match cause {
+            let err = match cause {
                 Some(e) => e.wrapped(
                     Status::Corrupt,
-                    "sqlite.append-torn-tail",
+                    Rule::SqliteAppendTornTail,
                     &format!("{message}: "),
                 ),
-                None => Error::new(Status::Corrupt, "sqlite.append-torn-tail", message),
-            }
+                None => Error::new(Status::Corrupt, Rule::SqliteAppendTornTail, message),
+            };
+            err.at_seq(row.seq)
         };
         match rows::decode(&row) {
             Ok(events) if row.seq == expected => expected += events.len() as u64,
@@ -335,7 +337,7 @@ fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
 }
 
 /// Every event of the batch continues the log at `next`.
-fn check_seqs(next: u64, events: &[Arc<Event>], rule: &'static str, what: &str) -> Result<()> {
+fn check_seqs(next: u64, events: &[Arc<Event>], rule: Rule, what: &str) -> Result<()> {
     for (i, e) in events.iter().enumerate() {
         let want = next + i as u64;
         if e.seq != want {
@@ -500,7 +502,7 @@ impl Backend for SqliteBackend {
         let tx = write_tx(&mut self.conn)?;
         let next = logical_next(&tx, id)?;
         let what = format!("session \"{}\" append", lossy(id));
-        check_seqs(next, events, "sqlite.append-seq-mismatch", &what)?;
+        check_seqs(next, events, Rule::SqliteAppendSeqMismatch, &what)?;
         if let Some(incarnation) = &incarnation {
             sessions::upsert(&tx, header, incarnation)?;
         }
@@ -558,7 +560,7 @@ impl Backend for SqliteBackend {
             (Some(t), _) => {
                 return Err(Error::new(
                     Status::Conflict,
-                    "sqlite.repair-stale-tail",
+                    Rule::SqliteRepairStaleTail,
                     format!(
                         "repair is stale: physical tail no longer starts at {}",
                         t.marker
@@ -568,7 +570,7 @@ impl Backend for SqliteBackend {
             (None, Some(from)) => {
                 return Err(Error::new(
                     Status::Conflict,
-                    "sqlite.repair-omitted-tail",
+                    Rule::SqliteRepairOmittedTail,
                     format!("repair omitted the current torn tail at {from}"),
                 ))
             }
@@ -577,7 +579,7 @@ impl Backend for SqliteBackend {
         check_seqs(
             next,
             events,
-            "sqlite.repair-stale-closer",
+            Rule::SqliteRepairStaleCloser,
             "repair is stale: closer",
         )?;
         sessions::bump_revision(&tx, id)?;

@@ -11,6 +11,7 @@ use super::codec;
 use crate::engine::event::{Event, MAX_SAFE, TURN_END};
 use crate::error::{Error, Result, Status};
 use crate::json::{self, canon, JsString, Object, Value};
+use crate::rule::Rule;
 use crate::store::backend::Stored;
 use crate::store::chunk_rows::{self, SQLITE_BOUNDS};
 
@@ -78,7 +79,7 @@ pub fn compress_smaller(
     let frame = zstd.compress(text.as_bytes()).map_err(|e| {
         Error::new(
             Status::Io,
-            "io.sqlite",
+            Rule::IoSqlite,
             format!("zstd compression failed: {e}"),
         )
     })?;
@@ -88,7 +89,7 @@ pub fn compress_smaller(
 /// A new compressor at the `encodeData` level.
 pub fn compressor() -> Result<zstd::bulk::Compressor<'static>> {
     zstd::bulk::Compressor::new(ZSTD_LEVEL)
-        .map_err(|e| Error::new(Status::Io, "io.sqlite", format!("zstd: {e}")))
+        .map_err(|e| Error::new(Status::Io, Rule::IoSqlite, format!("zstd: {e}")))
 }
 
 /// The surface columns of a scalar event row.
@@ -109,7 +110,7 @@ pub fn surface_columns(e: &Event) -> Result<SurfaceColumns<'_>> {
         Some(Value::Array(seqs)) => Some(codec::encode_values(seqs)?),
         Some(_) => {
             return Err(Error::invalid_argument(
-                "codec.encode-invalid",
+                Rule::CodecEncodeInvalid,
                 "sourceEventSeqs must hold non-negative safe integers",
             ))
         }
@@ -169,12 +170,12 @@ pub(super) enum RawData<'a> {
 fn row_event(column: &str, what: &str) -> Error {
     Error::new(
         Status::Corrupt,
-        "sqlite.row-event",
+        Rule::SqliteRowEvent,
         format!("stored events.{column} must be {what}"),
     )
 }
 
-fn corrupt(rule: &'static str, message: impl Into<String>) -> Error {
+fn corrupt(rule: Rule, message: impl Into<String>) -> Error {
     Error::new(Status::Corrupt, rule, message)
 }
 
@@ -232,8 +233,12 @@ impl<'a> RawRow<'a> {
 }
 
 fn utf8(bytes: &[u8]) -> Result<&str> {
-    std::str::from_utf8(bytes)
-        .map_err(|e| corrupt("codec.utf8", format!("stored data is not valid UTF-8: {e}")))
+    std::str::from_utf8(bytes).map_err(|e| {
+        corrupt(
+            Rule::CodecUtf8,
+            format!("stored data is not valid UTF-8: {e}"),
+        )
+    })
 }
 
 /// The JSON text of a `data` column: TEXT as is, a BLOB decompressed.
@@ -243,7 +248,7 @@ fn data_text<'a>(data: &RawData<'a>, limit: Option<usize>) -> Result<std::borrow
         RawData::Blob(b) => {
             std::borrow::Cow::Owned(String::from_utf8(inflate(b, limit)?).map_err(|e| {
                 corrupt(
-                    "codec.utf8",
+                    Rule::CodecUtf8,
                     format!("stored data is not valid UTF-8: {}", e.utf8_error()),
                 )
             })?)
@@ -254,7 +259,7 @@ fn data_text<'a>(data: &RawData<'a>, limit: Option<usize>) -> Result<std::borrow
 fn parse(text: &str, what: &str) -> Result<Value> {
     json::parse(text).map_err(|e| {
         corrupt(
-            "codec.data-json",
+            Rule::CodecDataJson,
             format!("stored {what} is not valid JSON: {e}"),
         )
     })
@@ -285,7 +290,7 @@ fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
     }
     let zerr = |e: std::io::Error| {
         corrupt(
-            "codec.zstd",
+            Rule::CodecZstd,
             format!("stored data failed zstd decompression: {e}"),
         )
     };
@@ -303,7 +308,7 @@ fn inflate(frame: &[u8], limit: Option<usize>) -> Result<Vec<u8>> {
                 .map_err(zerr)?;
             if out.len() > limit {
                 return Err(corrupt(
-                    "codec.zstd",
+                    Rule::CodecZstd,
                     format!("stored data decompresses to more than {limit} bytes"),
                 ));
             }
@@ -458,20 +463,20 @@ fn decode_packed(row: &RawRow<'_>) -> Result<Vec<Stored>> {
     let tag = String::from_utf8_lossy(row.ty).into_owned();
     if !chunk_rows::is_tag(&tag) {
         return Err(corrupt(
-            "row.packed-tag",
+            Rule::RowPackedTag,
             format!("malformed {tag} storage row: packed discriminator needs a chunk tag"),
         ));
     }
     if row.sources.is_some() || row.op.is_some() {
         return Err(corrupt(
-            "row.packed-surface-fields",
+            Rule::RowPackedSurfaceFields,
             format!("malformed {tag} storage row: packed surface fields must be null"),
         ));
     }
     let text = data_text(&row.data, Some(PACKED_DATA_LIMIT))?;
     if text.len() > PACKED_DATA_LIMIT {
         return Err(corrupt(
-            "row.too-large",
+            Rule::RowTooLarge,
             format!("malformed {tag} storage row: data exceeds {PACKED_DATA_LIMIT} bytes"),
         ));
     }

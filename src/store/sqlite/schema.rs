@@ -9,6 +9,7 @@ use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
 use super::faults::{self, Point};
 use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
 
 /// `PRAGMA application_id` of a schema-17 database (0x44534850, "DSHP").
 pub const APPLICATION_ID: i64 = 1_146_308_688;
@@ -73,21 +74,26 @@ pub fn sql_err(e: rusqlite::Error) -> Error {
         e.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     );
-    let rule = if busy { "sqlite.busy" } else { "io.sqlite" };
-    Error::new(Status::Io, rule, format!("SQLite: {e}"))
+    let rule = if busy {
+        Rule::SqliteBusy
+    } else {
+        Rule::IoSqlite
+    };
+    let message = format!("SQLite: {e}");
+    Error::new(Status::Io, rule, message).with_source(e)
 }
 
-fn schema_err(rule: &'static str, message: impl Into<String>) -> Error {
+fn schema_err(rule: Rule, message: impl Into<String>) -> Error {
     Error::new(Status::SchemaMismatch, rule, message)
 }
 
 fn pragma_err(name: &str, value: impl std::fmt::Display) -> Error {
     let rule = match name {
-        "trusted_schema" => "sqlite.pragma-trusted-schema",
-        "mmap_size" => "sqlite.pragma-mmap-size",
-        "journal_mode" => "sqlite.pragma-journal-mode",
-        "locking_mode" => "sqlite.pragma-locking-mode",
-        _ => "sqlite.pragma-synchronous",
+        "trusted_schema" => Rule::SqlitePragmaTrustedSchema,
+        "mmap_size" => Rule::SqlitePragmaMmapSize,
+        "journal_mode" => Rule::SqlitePragmaJournalMode,
+        "locking_mode" => Rule::SqlitePragmaLockingMode,
+        _ => Rule::SqlitePragmaSynchronous,
     };
     Error::new(
         Status::Io,
@@ -121,7 +127,7 @@ fn int_value(conn: &Connection, sql: &str) -> Result<i64> {
         Some(rusqlite::types::Value::Integer(n)) => Ok(n),
         other => Err(Error::new(
             Status::Io,
-            "io.sqlite",
+            Rule::IoSqlite,
             format!("SQLite: unexpected result {other:?} from {sql}"),
         )),
     }
@@ -166,7 +172,7 @@ fn validate_objects(conn: &Connection) -> Result<()> {
         Ok(())
     } else {
         Err(schema_err(
-            "sqlite.schema-objects",
+            Rule::SqliteSchemaObjects,
             "database does not contain the required schema objects",
         ))
     }
@@ -178,7 +184,7 @@ pub fn validate_for_mutation(conn: &Connection) -> Result<()> {
     let app = int_value(conn, "PRAGMA application_id")?;
     if app != APPLICATION_ID {
         return Err(schema_err(
-            "sqlite.mutation-app-id",
+            Rule::SqliteMutationAppId,
             format!("database application id changed to {app} before mutation"),
         ));
     }
@@ -186,7 +192,7 @@ pub fn validate_for_mutation(conn: &Connection) -> Result<()> {
     let version = int_value(conn, "PRAGMA user_version")?;
     if version != SCHEMA_VERSION {
         return Err(schema_err(
-            "sqlite.mutation-version",
+            Rule::SqliteMutationVersion,
             format!("database schema version changed to {version} before mutation"),
         ));
     }
@@ -264,7 +270,7 @@ fn store_id(conn: &Connection) -> Result<String> {
         Some(rusqlite::types::Value::Text(id)) if is_uuid(&id) => Ok(id),
         _ => Err(Error::new(
             Status::Corrupt,
-            "sqlite.store-id",
+            Rule::SqliteStoreId,
             "database has no valid store identity",
         )),
     }
@@ -288,7 +294,7 @@ pub fn configure_read_only(conn: &Connection) -> Result<String> {
         let version = checked_identity(conn)?;
         if version == 0 {
             return Err(schema_err(
-                "sqlite.schema-unversioned",
+                Rule::SqliteSchemaUnversioned,
                 "database was never initialized by a writer: nothing to read",
             ));
         }
@@ -327,19 +333,19 @@ fn checked_identity(conn: &Connection) -> Result<i64> {
 fn check_identity(version: i64, app: i64, what: &str, objects: bool) -> Result<()> {
     if version == 0 && (app != 0 || objects) {
         return Err(schema_err(
-            "sqlite.schema-unversioned",
+            Rule::SqliteSchemaUnversioned,
             format!("database has an unversioned schema or application identity (application_id {app}, {what})"),
         ));
     }
     if version != 0 && version != SCHEMA_VERSION {
         return Err(schema_err(
-            "sqlite.schema-version",
+            Rule::SqliteSchemaVersion,
             format!("database has schema version {version}, incompatible with this build ({SCHEMA_VERSION})"),
         ));
     }
     if version == SCHEMA_VERSION && app != APPLICATION_ID {
         return Err(schema_err(
-            "sqlite.application-id",
+            Rule::SqliteApplicationId,
             format!("database application id {app} is not the expected {APPLICATION_ID}"),
         ));
     }
@@ -379,7 +385,7 @@ pub fn refuse_foreign_file(path: &std::path::Path) -> Result<()> {
         // empty file whose content waits in a WAL was written by another.
         if n == 0 && side("-wal") {
             return Err(schema_err(
-                "sqlite.schema-unversioned",
+                Rule::SqliteSchemaUnversioned,
                 "database file is empty but its WAL holds data: not this library's; left untouched",
             ));
         }
@@ -464,7 +470,7 @@ fn random_bytes(buf: &mut [u8]) -> Result<()> {
     getrandom::fill(buf).map_err(|e| {
         Error::new(
             Status::Io,
-            "io.sqlite",
+            Rule::IoSqlite,
             format!("cannot read random bytes: {e}"),
         )
     })

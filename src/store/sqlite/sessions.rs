@@ -10,6 +10,7 @@ use super::schema::{is_uuid, sql_err};
 use crate::engine::event::MAX_SAFE;
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Object, Value};
+use crate::rule::Rule;
 
 /// The columns every session query selects, in [`SessionRow::from_row`] order.
 const COLUMNS: &str = "id, version, created_at, cwd, parent_session, seed_length, origin, \
@@ -44,7 +45,7 @@ impl ToSql for Col<'_> {
 fn header_col<'a>(h: &'a Object, key: &str, int: bool, required: bool) -> Result<Col<'a>> {
     let bad = || {
         Error::invalid_argument(
-            "sqlite.header-column",
+            Rule::SqliteHeaderColumn,
             format!("session header field {key} cannot be stored in the sessions table"),
         )
     };
@@ -104,7 +105,7 @@ pub fn bump_revision(conn: &Connection, id: &[u8]) -> Result<()> {
 pub fn metadata_missing(id: &[u8]) -> Error {
     Error::new(
         Status::Corrupt,
-        "sqlite.metadata-missing",
+        Rule::SqliteMetadataMissing,
         format!(
             "session \"{}\" metadata row is missing",
             String::from_utf8_lossy(id)
@@ -127,7 +128,7 @@ pub struct SessionRow {
 fn row_session(column: &str, what: &str) -> Error {
     Error::new(
         Status::Corrupt,
-        "sqlite.row-session",
+        Rule::SqliteRowSession,
         format!("stored sessions.{column} must be {what}"),
     )
 }

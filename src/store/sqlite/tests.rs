@@ -1,5 +1,6 @@
 //! Round trips, headers, sequencing, opening rules and foreign databases.
 
+use crate::rule::Rule;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -317,7 +318,7 @@ fn lazy_materialization_and_revisions() {
     let err = b
         .append(&header("t"), &[plain(0, "turn/start", "{}", "")], false)
         .unwrap_err();
-    assert_eq!(err.rule, "sqlite.metadata-missing");
+    assert_eq!(err.rule, Rule::SqliteMetadataMissing);
     assert!(b.load("t").unwrap().is_none());
 }
 
@@ -331,7 +332,7 @@ fn seq_mismatch_is_refused_and_writes_nothing() {
         .unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Conflict, "sqlite.append-seq-mismatch")
+        (Status::Conflict, Rule::SqliteAppendSeqMismatch)
     );
     assert!(b.load("s").unwrap().is_none());
     assert!(b.list().unwrap().is_empty());
@@ -343,7 +344,7 @@ fn seq_mismatch_is_refused_and_writes_nothing() {
         let err = b.append(&h, &events, false).unwrap_err();
         assert_eq!(
             (err.status, err.rule),
-            (Status::Conflict, "sqlite.append-seq-mismatch"),
+            (Status::Conflict, Rule::SqliteAppendSeqMismatch),
             "{bad:?}"
         );
     }
@@ -356,7 +357,10 @@ fn second_open_is_locked() {
     let dir = TempDir::new("locked");
     let b = open(&dir.db());
     let err = SqliteBackend::open(&dir.db(), 0).unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Conflict, "store.locked"));
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Conflict, Rule::StoreLocked)
+    );
     assert!(err.message.contains(&dir.db().display().to_string()));
     drop(b);
     let mut b = open(&dir.db());
@@ -376,7 +380,10 @@ fn a_lock_held_elsewhere_is_a_conflict() {
         0
     );
     let err = SqliteBackend::open(&dir.db(), 0).unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Conflict, "store.locked"));
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Conflict, Rule::StoreLocked)
+    );
     drop(other);
     drop(open(&dir.db()));
 }

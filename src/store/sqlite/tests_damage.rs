@@ -1,6 +1,7 @@
 //! Damaged rows: the physical scan (torn tail vs committed corruption),
 //! column validation, the append tail check and repair.
 
+use crate::rule::Rule;
 use std::sync::Arc;
 
 use super::tests::{delta, header, open, plain, raw, values, TempDir};
@@ -55,9 +56,9 @@ fn bad_blob_before_the_last_turn_end_is_committed_corruption() {
     let err = load_err(&dir);
     assert_eq!(
         (err.status, err.rule),
-        (Status::Corrupt, "load.corrupt-committed-row")
+        (Status::Corrupt, Rule::LoadCorruptCommittedRow)
     );
-    assert_eq!(err.cause, Some("codec.truncated"));
+    assert_eq!(err.cause, Some(Rule::CodecTruncated));
     assert!(err.message.contains("at seq 1"), "{}", err.message);
 }
 
@@ -70,7 +71,7 @@ fn bad_packed_row_before_the_last_turn_end_is_committed_corruption() {
     let err = load_err(&dir);
     assert_eq!(
         (err.rule, err.cause),
-        ("load.corrupt-committed-row", Some("row.data-keys"))
+        (Rule::LoadCorruptCommittedRow, Some(Rule::RowDataKeys))
     );
 }
 
@@ -107,17 +108,17 @@ fn bad_blob_after_the_last_turn_end_is_a_torn_tail_that_repair_cuts() {
         .unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Conflict, "sqlite.repair-stale-tail")
+        (Status::Conflict, Rule::SqliteRepairStaleTail)
     );
     let err = b.commit_repair(&header("s"), None, &closers).unwrap_err();
-    assert_eq!(err.rule, "sqlite.repair-omitted-tail");
+    assert_eq!(err.rule, Rule::SqliteRepairOmittedTail);
     let wrong = [plain(11, "turn/end", "{}", "")];
     let err = b
         .commit_repair(&header("s"), Some(&torn), &wrong)
         .unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Conflict, "sqlite.repair-stale-closer")
+        (Status::Conflict, Rule::SqliteRepairStaleCloser)
     );
     assert_eq!(b.revision("s").unwrap(), Some(loaded.revision.clone()));
     b.commit_repair(&header("s"), Some(&torn), &closers)
@@ -163,7 +164,7 @@ fn truncated_zstd_frame_is_a_codec_error() {
     let err = load_err(&dir);
     assert_eq!(
         (err.rule, err.cause),
-        ("load.corrupt-committed-row", Some("codec.zstd"))
+        (Rule::LoadCorruptCommittedRow, Some(Rule::CodecZstd))
     );
 }
 
@@ -182,7 +183,7 @@ fn wrong_column_types_are_errors_not_torn_tails() {
         let err = load_err(&dir);
         assert_eq!(
             (err.status, err.rule),
-            (Status::Corrupt, "sqlite.row-event"),
+            (Status::Corrupt, Rule::SqliteRowEvent),
             "{sql}"
         );
         if !sql.contains("SET seq") {
@@ -191,7 +192,7 @@ fn wrong_column_types_are_errors_not_torn_tails() {
             let err = b
                 .append(&header("s"), &[plain(13, "x/e", "{}", "")], false)
                 .unwrap_err();
-            assert_eq!(err.rule, "sqlite.row-event", "{sql}");
+            assert_eq!(err.rule, Rule::SqliteRowEvent, "{sql}");
         }
     }
 }
@@ -201,7 +202,7 @@ fn seq_gaps() {
     // A gap before the last turn/end is committed corruption.
     let (dir, _) = damaged("gap-committed", "DELETE FROM events WHERE seq = 7");
     let err = load_err(&dir);
-    assert_eq!(err.rule, "load.corrupt-committed-row");
+    assert_eq!(err.rule, Rule::LoadCorruptCommittedRow);
     assert!(err.message.contains("at seq 8"), "{}", err.message);
     // A gap after it starts the torn tail at the first row past the gap.
     let (dir, events) = damaged("gap-torn", "DELETE FROM events WHERE seq = 11");
@@ -215,7 +216,7 @@ fn seq_gaps() {
         .unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Corrupt, "sqlite.append-torn-tail")
+        (Status::Corrupt, Rule::SqliteAppendTornTail)
     );
     b.commit_repair(
         &header("s"),
@@ -240,9 +241,9 @@ fn append_sees_a_torn_last_row() {
         .unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Corrupt, "sqlite.append-torn-tail")
+        (Status::Corrupt, Rule::SqliteAppendTornTail)
     );
-    assert_eq!(err.cause, Some("codec.truncated"));
+    assert_eq!(err.cause, Some(Rule::CodecTruncated));
 }
 
 #[test]
@@ -263,7 +264,7 @@ fn append_expands_a_packed_predecessor_of_the_tail() {
     let err = b
         .append(&header("s"), &[plain(13, "x/e", "{}", "")], false)
         .unwrap_err();
-    assert_eq!(err.rule, "sqlite.append-torn-tail");
+    assert_eq!(err.rule, Rule::SqliteAppendTornTail);
     assert!(err.message.contains("at seq 11"), "{}", err.message);
 }
 
@@ -294,7 +295,7 @@ fn repair_closers_are_scalar_rows() {
         .unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Corrupt, "sqlite.metadata-missing")
+        (Status::Corrupt, Rule::SqliteMetadataMissing)
     );
 }
 
@@ -314,7 +315,7 @@ fn repair_rescans_when_another_connection_wrote_after_the_load() {
         .unwrap();
     let closers = [plain(13, "turn/end", r#"{"turn":2}"#, "")];
     let err = b.commit_repair(&header("s"), None, &closers).unwrap_err();
-    assert_eq!(err.rule, "sqlite.repair-omitted-tail");
+    assert_eq!(err.rule, Rule::SqliteRepairOmittedTail);
     // Without the foreign write the load's scan is used and the closers go in.
     drop(b);
     raw(&dir.db())

@@ -5,6 +5,7 @@
 //! attempts. An injected SQLITE_BUSY answers at once, where a real one
 //! waits in SQLite's busy handler for the whole busy timeout.
 
+use crate::rule::Rule;
 use std::cell::RefCell;
 use std::os::raw::c_int;
 use std::rc::Rc;
@@ -72,13 +73,13 @@ fn gaps(attempts: &[Attempt]) -> Vec<Duration> {
 fn journal_failures_other_than_busy_are_not_retried() {
     let (dir, events) = with_session("journal-fail");
     let cases = [
-        (ffi::SQLITE_LOCKED, "sqlite.busy"),
-        (ffi::SQLITE_IOERR, "io.sqlite"),
-        (ffi::SQLITE_IOERR_WRITE, "io.sqlite"),
-        (ffi::SQLITE_READONLY, "io.sqlite"),
-        (ffi::SQLITE_FULL, "io.sqlite"),
-        (ffi::SQLITE_CANTOPEN, "io.sqlite"),
-        (ffi::SQLITE_CORRUPT, "io.sqlite"),
+        (ffi::SQLITE_LOCKED, Rule::SqliteBusy),
+        (ffi::SQLITE_IOERR, Rule::IoSqlite),
+        (ffi::SQLITE_IOERR_WRITE, Rule::IoSqlite),
+        (ffi::SQLITE_READONLY, Rule::IoSqlite),
+        (ffi::SQLITE_FULL, Rule::IoSqlite),
+        (ffi::SQLITE_CANTOPEN, Rule::IoSqlite),
+        (ffi::SQLITE_CORRUPT, Rule::IoSqlite),
     ];
     for (code, rule) in cases {
         let (hook, attempts) =
@@ -118,7 +119,11 @@ fn a_busy_journal_attempt_past_the_budget_is_not_retried() {
     let (hook, attempts) = journal(busy_once);
     let err = SqliteBackend::open(&dir.db(), 0).unwrap_err();
     drop(hook);
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.busy"), "{err}");
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Io, Rule::SqliteBusy),
+        "{err}"
+    );
     assert!(err.message.contains("injected"), "{err}");
     assert_eq!(attempts.borrow().len(), 1, "zero budget: not retried");
 
@@ -132,7 +137,11 @@ fn a_busy_journal_attempt_past_the_budget_is_not_retried() {
     });
     let err = SqliteBackend::open(&dir.db(), 200).unwrap_err();
     drop(hook);
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.busy"), "{err}");
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Io, Rule::SqliteBusy),
+        "{err}"
+    );
     assert_eq!(attempts.borrow().len(), 1, "budget used up: not retried");
 }
 
@@ -152,7 +161,11 @@ fn no_journal_attempt_starts_at_or_after_the_open_cutoff() {
     let err = SqliteBackend::open(&dir.db(), 300).unwrap_err();
     let returned = Instant::now();
     drop(hook);
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.busy"), "{err}");
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Io, Rule::SqliteBusy),
+        "{err}"
+    );
     let attempts = attempts.borrow();
     assert!(attempts.len() >= 2, "retried: {attempts:?}");
     let cutoff = attempts[0].cutoff;
@@ -180,7 +193,11 @@ fn no_journal_attempt_starts_at_or_after_the_open_cutoff() {
     });
     let err = SqliteBackend::open(&dir.db(), 300).unwrap_err();
     drop(hook);
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.busy"), "{err}");
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Io, Rule::SqliteBusy),
+        "{err}"
+    );
     assert_eq!(attempts.borrow().len(), 1, "{:?}", attempts.borrow());
     assert_eq!(
         open(&dir.db()).load("s").unwrap().unwrap().events,
@@ -214,7 +231,11 @@ fn repeated_busy_journal_attempts_are_paced() {
     let (hook, attempts) = journal(|_, _| Err(failure(ffi::SQLITE_BUSY)));
     let err = SqliteBackend::open(&dir.db(), 400).unwrap_err();
     drop(hook);
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.busy"), "{err}");
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Io, Rule::SqliteBusy),
+        "{err}"
+    );
     let attempts = attempts.borrow();
     let gaps_seen = gaps(&attempts);
     // The last pause is cut short by the cutoff; every other is a full one.

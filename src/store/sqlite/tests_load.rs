@@ -2,6 +2,7 @@
 //! it returns what was appended, in order, and damage far into the log is
 //! judged as in a short one (torn tail or committed corruption).
 
+use crate::rule::Rule;
 use std::sync::Arc;
 
 use super::tests::{delta, header, open, plain, raw, values, TempDir};
@@ -63,8 +64,8 @@ fn damage_deep_before_the_last_turn_end_is_committed_corruption() {
         (err.status, err.rule, err.cause),
         (
             Status::Corrupt,
-            "load.corrupt-committed-row",
-            Some("codec.truncated")
+            Rule::LoadCorruptCommittedRow,
+            Some(Rule::CodecTruncated)
         )
     );
     assert!(err.message.contains("at seq 25001"), "{}", err.message);
@@ -78,7 +79,7 @@ fn a_gap_deep_before_the_last_turn_end_is_committed_corruption() {
         .execute_batch("DELETE FROM events WHERE seq = 20000")
         .unwrap();
     let err = open(&dir.db()).load("s").unwrap_err();
-    assert_eq!(err.rule, "load.corrupt-committed-row");
+    assert_eq!(err.rule, Rule::LoadCorruptCommittedRow);
     assert!(
         err.message.contains("at seq 20001 (expected seq 20000)"),
         "{}",

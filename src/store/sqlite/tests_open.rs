@@ -3,6 +3,7 @@
 //! between open and append, invalid `sessions` rows, store identities and
 //! path rules.
 
+use crate::rule::Rule;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -75,7 +76,11 @@ fn a_busy_journal_switch_is_retried_within_the_budget() {
     let started = Instant::now();
     let err = SqliteBackend::open(&dir.db(), 300).unwrap_err();
     let waited = started.elapsed();
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.busy"), "{err}");
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Io, Rule::SqliteBusy),
+        "{err}"
+    );
     assert!(waited >= Duration::from_millis(250), "{waited:?}");
     assert!(waited < Duration::from_secs(5), "{waited:?}");
     assert_eq!(journal_mode(&reader), "delete", "nothing switched");
@@ -102,9 +107,9 @@ fn a_busy_journal_switch_is_retried_within_the_budget() {
 #[test]
 fn schema_identity_changed_before_an_append_is_refused() {
     for (sql, rule) in [
-        ("PRAGMA user_version = 18", "sqlite.mutation-version"),
-        ("PRAGMA user_version = 0", "sqlite.mutation-version"),
-        ("PRAGMA application_id = 7", "sqlite.mutation-app-id"),
+        ("PRAGMA user_version = 18", Rule::SqliteMutationVersion),
+        ("PRAGMA user_version = 0", Rule::SqliteMutationVersion),
+        ("PRAGMA application_id = 7", Rule::SqliteMutationAppId),
     ] {
         let (dir, events) = with_session("mutation");
         let mut b = open(&dir.db());
@@ -162,13 +167,13 @@ fn invalid_session_rows_are_reported_by_list_and_refused_by_load() {
         let err = listed[0].problem.clone().expect("the row's problem");
         assert_eq!(
             (err.status, err.rule),
-            (Status::Corrupt, "sqlite.row-session"),
+            (Status::Corrupt, Rule::SqliteRowSession),
             "list, {set}"
         );
         let err = b.load("s").unwrap_err();
         assert_eq!(
             (err.status, err.rule),
-            (Status::Corrupt, "sqlite.row-session"),
+            (Status::Corrupt, Rule::SqliteRowSession),
             "load, {set}"
         );
     }
@@ -200,7 +205,7 @@ fn missing_and_empty_store_identities_are_refused() {
         let err = SqliteBackend::open(&dir.db(), 100).unwrap_err();
         assert_eq!(
             (err.status, err.rule),
-            (Status::Corrupt, "sqlite.store-id"),
+            (Status::Corrupt, Rule::SqliteStoreId),
             "{sql}"
         );
     }
@@ -214,7 +219,7 @@ fn a_directory_at_the_path_and_a_symlinked_parent_are_refused() {
     let dir = TempDir::new("path-kinds");
     std::fs::create_dir(dir.db()).unwrap();
     let err = SqliteBackend::open(&dir.db(), 100).unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.path-file"));
+    assert_eq!((err.status, err.rule), (Status::Io, Rule::SqlitePathFile));
     assert_eq!(std::fs::read_dir(dir.db()).unwrap().count(), 0);
     let real = dir.0.join("real");
     std::fs::create_dir(&real).unwrap();
@@ -222,7 +227,7 @@ fn a_directory_at_the_path_and_a_symlinked_parent_are_refused() {
     let link = dir.0.join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let err = SqliteBackend::open(&link.join("store.db"), 100).unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.path-parent"));
+    assert_eq!((err.status, err.rule), (Status::Io, Rule::SqlitePathParent));
     assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
 }
 
@@ -235,7 +240,7 @@ fn permission_refusals_name_the_fix() {
     drop(store);
     std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o644)).unwrap();
     let err = SqliteBackend::open(&dir.db(), 100).unwrap_err();
-    assert_eq!(err.rule, "sqlite.path-file");
+    assert_eq!(err.rule, Rule::SqlitePathFile);
     assert!(
         err.message.contains("mode 644") && err.message.contains("chmod 600"),
         "{}",
@@ -244,7 +249,7 @@ fn permission_refusals_name_the_fix() {
     std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o775)).unwrap();
     let err = SqliteBackend::open(&dir.db(), 100).unwrap_err();
-    assert_eq!(err.rule, "sqlite.path-parent");
+    assert_eq!(err.rule, Rule::SqlitePathParent);
     assert!(
         err.message.contains("mode 775") && err.message.contains("chmod go-w"),
         "{}",
@@ -254,7 +259,7 @@ fn permission_refusals_name_the_fix() {
     let link = dir.0.join("link");
     std::os::unix::fs::symlink(&dir.0, &link).unwrap();
     let err = SqliteBackend::open(&link.join("store.db"), 100).unwrap_err();
-    assert_eq!(err.rule, "sqlite.path-parent");
+    assert_eq!(err.rule, Rule::SqlitePathParent);
     assert!(err.message.contains("symbolic link"), "{}", err.message);
     assert!(SqliteBackend::open(&dir.db(), 100).is_ok());
 }
@@ -276,7 +281,7 @@ fn a_creation_failure_after_path_validation_surfaces() {
     assert!(meta.is_dir(), "precondition: a real directory");
     let err = SqliteBackend::open(&proc_dir.join("store.db"), 100).unwrap_err();
     assert_eq!(err.status, Status::Io, "{err}");
-    assert!(err.rule.starts_with("io."), "{err}");
+    assert!(err.rule.as_str().starts_with("io."), "{err}");
     if euid() != 0 {
         let dir = TempDir::new("unwritable");
         let parent = dir.0.join("ro");
@@ -284,7 +289,7 @@ fn a_creation_failure_after_path_validation_surfaces() {
         std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o500)).unwrap();
         let err = SqliteBackend::open(&parent.join("store.db"), 100).unwrap_err();
         assert_eq!(err.status, Status::Io, "{err}");
-        assert!(err.rule.starts_with("io."), "{err}");
+        assert!(err.rule.as_str().starts_with("io."), "{err}");
         std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
         assert!(!Path::new(&parent.join("store.db")).exists());
     }

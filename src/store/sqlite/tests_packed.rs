@@ -2,6 +2,7 @@
 //! incompressible data, malformed packed rows before and after the last
 //! `turn/end`, size bounds of packed TEXT and zstd data.
 
+use crate::rule::Rule;
 use std::sync::Arc;
 
 use super::tests::{delta, header, open, plain, raw, values, TempDir};
@@ -62,11 +63,11 @@ fn row1_data(dir: &TempDir) -> String {
 }
 
 /// Load `s` expecting committed corruption; returns its cause.
-fn committed_cause(dir: &TempDir) -> Option<&'static str> {
+fn committed_cause(dir: &TempDir) -> Option<Rule> {
     let err = open(&dir.db()).load("s").unwrap_err();
     assert_eq!(
         (err.status, err.rule),
-        (Status::Corrupt, "load.corrupt-committed-row"),
+        (Status::Corrupt, Rule::LoadCorruptCommittedRow),
         "{err}"
     );
     err.cause
@@ -143,24 +144,24 @@ fn malformed_packed_data_is_committed_corruption() {
     };
     let many = format!("[{}]", vec![r#""a""#; 1025].join(","));
     let many_dt = format!("[{}]", vec!["0"; 1024].join(","));
-    let cases: Vec<(String, &str)> =
+    let cases: Vec<(String, Rule)> =
         vec![
-        ("null".into(), "row.data-object"),
-        ("7".into(), "row.data-object"),
-        ("[1,2,3]".into(), "row.data-keys"),
+        ("null".into(), Rule::RowDataObject),
+        ("7".into(), Rule::RowDataObject),
+        ("[1,2,3]".into(), Rule::RowDataKeys),
         (
             r#"{"turn":1,"step":1,"index":0,"dt":[0,0,0,0],"texts":["a","a","a","a","a"],"x":1}"#
                 .into(),
-            "row.data-keys",
+            Rule::RowDataKeys,
         ),
-        (row(r#""1""#, "[0,0,0,0]", five), "row.numbers"),
-        (row("1", "[0]", r#"["a","a"]"#), "row.members"),
-        (row("1", "[0,0,0,0]", r#"["a",1,"a","a","a"]"#), "row.members"),
-        (row("1", &many_dt, &many), "row.members"),
-        (row("1", "[0,0,0]", five), "row.dt"),
-        (row("1", "[0,0.5,0,0]", five), "row.dt"),
-        (row("1", "[9007199254740991,0,0,0]", five), "row.time-overflow"),
-        ("{not json".into(), "codec.data-json"),
+        (row(r#""1""#, "[0,0,0,0]", five), Rule::RowNumbers),
+        (row("1", "[0]", r#"["a","a"]"#), Rule::RowMembers),
+        (row("1", "[0,0,0,0]", r#"["a",1,"a","a","a"]"#), Rule::RowMembers),
+        (row("1", &many_dt, &many), Rule::RowMembers),
+        (row("1", "[0,0,0]", five), Rule::RowDt),
+        (row("1", "[0,0.5,0,0]", five), Rule::RowDt),
+        (row("1", "[9007199254740991,0,0,0]", five), Rule::RowTimeOverflow),
+        ("{not json".into(), Rule::CodecDataJson),
     ];
     for (data, cause) in cases {
         let (dir, _) = stored("malformed");
@@ -174,12 +175,12 @@ fn malformed_packed_data_is_committed_corruption() {
             r#"UPDATE events SET type = 'tool-call-chunks', data = '{"turn":1,"step":1,"index":0,"id":5,"dt":[0,0,0,0],"args":["a","a","a","a","a"]}' WHERE seq = 1"#,
         )
         .unwrap();
-    assert_eq!(committed_cause(&dir), Some("row.tool-id"));
+    assert_eq!(committed_cause(&dir), Some(Rule::RowToolId));
     // Codec failures of a packed BLOB.
     let not_utf8 = zstd::bulk::compress(b"{\"turn\":\xff}", 3).unwrap();
     for (value, cause) in [
-        (blob(b"not a zstd frame".to_vec()), "codec.zstd"),
-        (blob(not_utf8), "codec.utf8"),
+        (blob(b"not a zstd frame".to_vec()), Rule::CodecZstd),
+        (blob(not_utf8), Rule::CodecUtf8),
     ] {
         let (dir, _) = stored("codec");
         set_data(&dir, 1, value);
@@ -198,7 +199,7 @@ fn malformed_packed_data_is_committed_corruption() {
         let err = open(&dir.db()).load("s").unwrap_err();
         assert_eq!(
             (err.status, err.rule, err.cause),
-            (Status::Corrupt, "load.corrupt-committed-row", None),
+            (Status::Corrupt, Rule::LoadCorruptCommittedRow, None),
             "{data}"
         );
         assert!(err.message.contains(at), "{}", err.message);
@@ -218,7 +219,7 @@ fn surface_columns_on_a_packed_row_are_refused() {
         raw(&dir.db()).execute_batch(sql).unwrap();
         assert_eq!(
             committed_cause(&dir),
-            Some("row.packed-surface-fields"),
+            Some(Rule::RowPackedSurfaceFields),
             "{sql}"
         );
     }
@@ -233,7 +234,7 @@ fn packed_discriminator_on_a_scalar_type_is_refused() {
     raw(&dir.db())
         .execute_batch("UPDATE events SET ignorable = 0 WHERE seq = 0")
         .unwrap();
-    assert_eq!(committed_cause(&dir), Some("row.packed-tag"));
+    assert_eq!(committed_cause(&dir), Some(Rule::RowPackedTag));
     let (dir, events) = stored("tag-tail");
     raw(&dir.db())
         .execute_batch("UPDATE events SET ignorable = 0 WHERE seq = 7")
@@ -246,8 +247,8 @@ fn packed_discriminator_on_a_scalar_type_is_refused() {
         (err.status, err.rule, err.cause),
         (
             Status::Corrupt,
-            "sqlite.append-torn-tail",
-            Some("row.packed-tag")
+            Rule::SqliteAppendTornTail,
+            Some(Rule::RowPackedTag)
         )
     );
     let loaded = b.load("s").unwrap().unwrap();
@@ -271,7 +272,7 @@ fn oversized_packed_text_is_refused_before_parsing() {
     );
     for data in [pad(LIMIT + 1), "x".repeat(LIMIT + 1)] {
         set_data(&dir, 1, text(&data));
-        assert_eq!(committed_cause(&dir), Some("row.too-large"));
+        assert_eq!(committed_cause(&dir), Some(Rule::RowTooLarge));
     }
 }
 
@@ -310,7 +311,7 @@ fn packed_zstd_data_is_bounded_while_decompressing() {
     );
     for frame in [just_over, big, no_size] {
         set_data(&dir, 1, blob(frame));
-        assert_eq!(committed_cause(&dir), Some("codec.zstd"));
+        assert_eq!(committed_cause(&dir), Some(Rule::CodecZstd));
     }
 }
 
@@ -332,7 +333,7 @@ fn malformed_packed_tail_row_is_one_removable_row() {
             .unwrap_err();
         assert_eq!(
             (err.status, err.rule),
-            (Status::Corrupt, "sqlite.append-torn-tail")
+            (Status::Corrupt, Rule::SqliteAppendTornTail)
         );
         let loaded = b.load("s").unwrap().unwrap();
         assert_eq!(loaded.events, values(&events[..8]), "{damage}");

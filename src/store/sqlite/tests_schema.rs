@@ -1,6 +1,7 @@
 //! Opening rules: path and file permissions, foreign or damaged schemas
 //! (refused untouched), and a database written by the reference schema.
 
+use crate::rule::Rule;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -14,16 +15,16 @@ fn file_and_parent_rules() {
     std::fs::write(&db, b"").unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
     let err = SqliteBackend::open(&db, 0).unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.path-file"));
+    assert_eq!((err.status, err.rule), (Status::Io, Rule::SqlitePathFile));
     std::fs::remove_file(&db).unwrap();
     std::os::unix::fs::symlink(dir.0.join("elsewhere.db"), &db).unwrap();
     let err = SqliteBackend::open(&db, 0).unwrap_err();
-    assert_eq!(err.rule, "sqlite.path-file");
+    assert_eq!(err.rule, Rule::SqlitePathFile);
     let shared = dir.0.join("shared");
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o770)).unwrap();
     let err = SqliteBackend::open(&shared.join("x.db"), 0).unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Io, "sqlite.path-parent"));
+    assert_eq!((err.status, err.rule), (Status::Io, Rule::SqlitePathParent));
     // A missing parent is created 0700 and the file 0600.
     let nested = dir.0.join("a/b/store.db");
     drop(open(&nested));
@@ -34,7 +35,7 @@ fn file_and_parent_rules() {
 
 /// Build a foreign database with `sql`, then check that opening it fails
 /// with `rule` and leaves the file byte-for-byte unchanged.
-fn refused(tag: &str, sql: &str, rule: &str) {
+fn refused(tag: &str, sql: &str, rule: Rule) {
     let dir = TempDir::new(tag);
     let db = dir.db();
     raw(&db).execute_batch(sql).unwrap();
@@ -90,37 +91,37 @@ fn foreign_databases_are_refused_untouched() {
     refused(
         "version",
         "CREATE TABLE t (x); PRAGMA user_version = 5;",
-        "sqlite.schema-version",
+        Rule::SqliteSchemaVersion,
     );
     refused(
         "appid",
         "CREATE TABLE t (x); PRAGMA user_version = 17; PRAGMA application_id = 7;",
-        "sqlite.application-id",
+        Rule::SqliteApplicationId,
     );
     refused(
         "unversioned",
         "CREATE TABLE t (x);",
-        "sqlite.schema-unversioned",
+        Rule::SqliteSchemaUnversioned,
     );
     refused(
         "appid-only",
         "PRAGMA application_id = 1146308688;",
-        "sqlite.schema-unversioned",
+        Rule::SqliteSchemaUnversioned,
     );
     refused(
         "extra",
         &format!("{} CREATE TABLE extra (x);", reference_ddl()),
-        "sqlite.schema-objects",
+        Rule::SqliteSchemaObjects,
     );
     refused(
         "index",
         &format!("{} CREATE INDEX ev_time ON events(time);", reference_ddl()),
-        "sqlite.schema-objects",
+        Rule::SqliteSchemaObjects,
     );
     refused(
         "changed",
         &reference_ddl().replace("surface_op TEXT,", "surface_op ANY,"),
-        "sqlite.schema-objects",
+        Rule::SqliteSchemaObjects,
     );
 }
 
@@ -135,7 +136,10 @@ fn missing_store_id_is_corrupt() {
         .unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = SqliteBackend::open(&db, 100).unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Corrupt, "sqlite.store-id"));
+    assert_eq!(
+        (err.status, err.rule),
+        (Status::Corrupt, Rule::SqliteStoreId)
+    );
 }
 
 #[test]

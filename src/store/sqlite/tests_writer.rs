@@ -2,6 +2,7 @@
 //! through the writer's public API: a wrapper backend records every batch
 //! written (when, which seqs), can hold a write open, and can fail one.
 
+use crate::rule::Rule;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -85,7 +86,7 @@ impl Backend for Gated {
             }
         }
         if self.probe.fail_next.swap(false, Ordering::SeqCst) {
-            return Err(Error::new(Status::Io, "io.write", "injected failure"));
+            return Err(Error::new(Status::Io, Rule::IoWrite, "injected failure"));
         }
         self.inner.append(header, events, materialize)?;
         let seqs = events.iter().map(|e| e.seq).collect();
@@ -242,7 +243,7 @@ fn a_failed_background_write_is_retried_at_the_flush() {
     probe.fail_next.store(true, Ordering::SeqCst);
     w.enqueue("s", &[ev(3)]).unwrap();
     let err = w.flush("s").unwrap_err();
-    assert_eq!((err.status, err.rule), (Status::Io, "io.write"));
+    assert_eq!((err.status, err.rule), (Status::Io, Rule::IoWrite));
     w.flush("s").unwrap();
     assert_eq!(stored_seqs(&backend), [0, 1, 2, 3]);
 }

@@ -3,6 +3,7 @@ use super::pending::Taken;
 use super::*;
 use crate::engine::event::APPEND_ORDER;
 use crate::json::JsString;
+use crate::rule::Rule;
 use crate::store::backend::{header_id, Listed, Loaded, Torn};
 use crate::store::memory::MemoryBackend;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,7 +37,7 @@ impl Backend for Flaky {
     }
     fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
         if self.fail.load(Ordering::SeqCst) {
-            return Err(Error::new(crate::Status::Io, "io.write", "disk on fire"));
+            return Err(Error::new(crate::Status::Io, Rule::IoWrite, "disk on fire"));
         }
         self.writes.fetch_add(1, Ordering::SeqCst);
         WRITES_HERE.with(|w| w.set(w.get() + 1));
@@ -134,9 +135,9 @@ fn a_failed_write_keeps_its_events_in_order_and_the_next_flush_retries() {
     w.enqueue("s", &[event(0), event(1)]).unwrap();
     fail.store(true, Ordering::SeqCst);
     let err = w.flush("s").unwrap_err();
-    assert_eq!(err.rule, "io.write");
+    assert_eq!(err.rule, Rule::IoWrite);
     w.enqueue("s", &[event(2)]).unwrap();
-    assert_eq!(w.flush("s").unwrap_err().rule, "io.write");
+    assert_eq!(w.flush("s").unwrap_err().rule, Rule::IoWrite);
     fail.store(false, Ordering::SeqCst);
     w.flush("s").unwrap();
     let loaded = lock_backend(&backend).load("s").unwrap().unwrap();
@@ -167,7 +168,7 @@ fn a_batch_that_does_not_continue_the_stored_log_is_refused_and_nothing_is_writt
     w.enqueue("s", &[event(0), event(1)]).unwrap();
     for bad in [vec![event(3)], vec![event(1)], vec![event(2), event(4)]] {
         let err = w.enqueue("s", &bad).unwrap_err();
-        assert_eq!(err.rule, "persist.append-seq-mismatch");
+        assert_eq!(err.rule, Rule::PersistAppendSeqMismatch);
         assert_eq!(err.status, crate::Status::Conflict);
     }
     assert_eq!(stored_len(&backend), 2);

@@ -1,6 +1,7 @@
 //! Tests of the Zstandard framing: structural scans, streamed scans and
 //! decoding in pieces.
 use super::*;
+use crate::rule::Rule;
 
 /// The plaintext of `f`, its pieces concatenated.
 fn all_pieces(decoder: &mut FrameDecoder, f: &[u8], at: usize) -> Result<Vec<u8>> {
@@ -32,7 +33,7 @@ fn scans_concatenated_checksummed_frames() {
         vec![0..a.len()]
     );
     assert_eq!(
-        decode_frame(&all[a.len()..], "zstd.frame-decode", 0).unwrap(),
+        decode_frame(&all[a.len()..], Rule::ZstdFrameDecode, 0).unwrap(),
         b"xyz\n".repeat(100_000)
     );
     for cut in a.len() + 1..all.len() {
@@ -76,7 +77,7 @@ fn a_long_frame_is_decoded_in_pieces_that_concatenate_to_its_text() {
     let f = frame(&long);
     for bad in [&f[..f.len() - 5], &[&f[..], &[0u8; 3][..]].concat()[..]] {
         let err = all_pieces(&mut decoder, bad, 7).expect_err("a bad frame decoded");
-        assert_eq!(err.rule, "zstd.frame-decode");
+        assert_eq!(err.rule, Rule::ZstdFrameDecode);
     }
     // The decoder starts the next frame afresh after a failed one.
     assert_eq!(all_pieces(&mut decoder, &f, 0).unwrap(), long);
@@ -131,15 +132,15 @@ fn frame_decoder_matches_decode_frame() {
     for plain in [&b""[..], b"{\"a\":1}\n", &b"xyz\n".repeat(100_000)] {
         let f = frame(plain);
         assert_eq!(all_pieces(&mut decoder, &f, 0).unwrap(), plain);
-        assert_eq!(decode_frame(&f, "zstd.frame-decode", 0).unwrap(), plain);
+        assert_eq!(decode_frame(&f, Rule::ZstdFrameDecode, 0).unwrap(), plain);
     }
     // A flipped content byte fails the checksum in both.
     let mut f = frame(&b"hello world\n".repeat(1000));
     let k = f.len() - 8;
     f[k] ^= 0x40;
     let e = all_pieces(&mut decoder, &f, 7);
-    assert_eq!(e.unwrap_err().rule, "zstd.frame-decode");
-    assert!(decode_frame(&f, "zstd.frame-decode", 7).is_err());
+    assert_eq!(e.unwrap_err().rule, Rule::ZstdFrameDecode);
+    assert!(decode_frame(&f, Rule::ZstdFrameDecode, 7).is_err());
 }
 
 #[test]
@@ -150,7 +151,7 @@ fn structural_refusals() {
     let then_good = |bad: &[u8]| [bad, &good[..]].concat();
     assert_eq!(
         scan_frames(&then_good(b"abcd"), None).unwrap_err().rule,
-        "zstd.bad-magic"
+        Rule::ZstdBadMagic
     );
     assert_eq!(scan_frames(b"abcd", None).unwrap().torn_start, Some(0));
     assert_eq!(scan_frames(&[0; 9], None).unwrap().torn_start, Some(0));
@@ -159,14 +160,14 @@ fn structural_refusals() {
     f[4] |= 0x08;
     assert_eq!(
         scan_frames(&then_good(&f), None).unwrap_err().rule,
-        "zstd.reserved-bit"
+        Rule::ZstdReservedBit
     );
     assert_eq!(scan_frames(&f, None).unwrap().torn_start, Some(0));
     // A raw block header with type 3.
     let bad = [0x28, 0xB5, 0x2F, 0xFD, 0x20, 0x00, 0x07, 0x00, 0x00];
     assert_eq!(
         scan_frames(&then_good(&bad), None).unwrap_err().rule,
-        "zstd.reserved-block"
+        Rule::ZstdReservedBlock
     );
     let after = [&good[..], &bad[..]].concat();
     let frames = scan_frames(&after, None).unwrap();
@@ -178,7 +179,7 @@ fn structural_refusals() {
     let frames = scan_frames(&rle, None).unwrap();
     assert_eq!(frames.complete, vec![0..rle.len()]);
     assert_eq!(
-        decode_frame(&rle, "zstd.frame-decode", 0).unwrap(),
+        decode_frame(&rle, Rule::ZstdFrameDecode, 0).unwrap(),
         b"xxxxx"
     );
 }
