@@ -2,6 +2,7 @@
 
 use std::ffi::c_char;
 
+use super::store::store_and_id;
 use super::{
     arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, guard, json_arg, null_arg, opt_str,
     out_text,
@@ -93,8 +94,7 @@ pub unsafe extern "C" fn dsh_session_open(
     // SAFETY: forwarded caller contract.
     unsafe {
         hand_out(session, out, || {
-            let s = handles::store(store)?;
-            let id = arg_str(session_id, "session_id")?;
+            let (s, id) = store_and_id(store, session_id)?;
             opened_out(s.open_session(id)?)
         })
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{arg_str, dsh_buf, dsh_status, dsh_store, guard, null_arg, opt_str};
 use super::{handles, options, render};
+use ::dsh_session::error::Result;
 use ::dsh_session::store::{Notice, Store};
 
 /// Open a store.
@@ -82,9 +83,8 @@ pub unsafe extern "C" fn dsh_store_inspect(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        let s = handles::store(store)?;
         // SAFETY: caller contract.
-        let id = unsafe { arg_str(session_id, "session_id") }?;
+        let (s, id) = unsafe { store_and_id(store, session_id) }?;
         Ok(render::inspection(&s.inspect(id)?))
     })
 }
@@ -106,9 +106,8 @@ pub unsafe extern "C" fn dsh_store_delete(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        let s = handles::store(store)?;
         // SAFETY: caller contract.
-        let id = unsafe { arg_str(session_id, "session_id") }?;
+        let (s, id) = unsafe { store_and_id(store, session_id) }?;
         s.delete(id)?;
         Ok("{\"ok\":true}".to_string())
     })
@@ -170,6 +169,21 @@ impl HostObserver {
         // the strings live until the call returns.
         unsafe { (self.callback)(self.user_data, id.as_ptr(), kind.as_ptr(), payload.as_ptr()) };
     }
+}
+
+/// The store behind `store`, then the session id `session_id` names: the
+/// argument checks, in that order, of every call on a stored session.
+///
+/// # Safety
+/// `session_id` is NULL or NUL-terminated.
+pub(crate) unsafe fn store_and_id<'a>(
+    store: *mut dsh_store,
+    session_id: *const c_char,
+) -> Result<(Arc<Store>, &'a str)> {
+    let s = handles::store(store)?;
+    // SAFETY: forwarded caller contract.
+    let id = unsafe { arg_str(session_id, "session_id") }?;
+    Ok((s, id))
 }
 
 fn c_text(s: &str) -> CString {

@@ -3,7 +3,8 @@
 use std::ffi::c_char;
 
 use super::session::{hand_out, opened_out};
-use super::{arg_str, dsh_buf, dsh_session, dsh_status, dsh_store, handles, opt_str, options};
+use super::store::store_and_id;
+use super::{dsh_buf, dsh_session, dsh_status, dsh_store, opt_str, options};
 
 /// Open a stored session like `dsh_session_open`, keeping only a tail
 /// window of its log in memory: older events stay in storage and are read
@@ -41,8 +42,7 @@ pub unsafe extern "C" fn dsh_session_open_windowed(
     // SAFETY: forwarded caller contract.
     unsafe {
         hand_out(session, out, || {
-            let s = handles::store(store)?;
-            let id = arg_str(session_id, "session_id")?;
+            let (s, id) = store_and_id(store, session_id)?;
             let options = options::open_options(opt_str(options_json, "options_json")?)?;
             opened_out(s.open_session_windowed(id, options.window)?)
         })

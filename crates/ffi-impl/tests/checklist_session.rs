@@ -376,30 +376,19 @@ fn seed_surface_failures_carry_the_seed_index_prefix() {
         json!({"turn": 1}),
         json!({"sourceEventSeqs": [1]}),
     );
-    let f = seed_rejects(
-        on_log_only.json(),
-        DSH_E_REJECTED,
-        "surface.sources-on-non-surface",
-        2,
-    );
-    assert!(
-        f.message.starts_with("invalid seed event at index 2: "),
-        "{}",
-        f.message
-    );
     let mut uncovered = log;
     uncovered.surf("user/message", user("s", "x"), op_replace(1, 1, &[0]));
-    let f = seed_rejects(
-        uncovered.json(),
-        DSH_E_REJECTED,
-        "surface.replace-uncovered",
-        2,
-    );
-    assert!(
-        f.message.starts_with("invalid seed event at index 2: "),
-        "{}",
-        f.message
-    );
+    for (seed, rule) in [
+        (on_log_only, "surface.sources-on-non-surface"),
+        (uncovered, "surface.replace-uncovered"),
+    ] {
+        let f = seed_rejects(seed.json(), DSH_E_REJECTED, rule, 2);
+        assert!(
+            f.message.starts_with("invalid seed event at index 2: "),
+            "{rule}: {}",
+            f.message
+        );
+    }
 }
 
 #[test]

@@ -386,10 +386,6 @@ impl JsonlBackend {
 }
 
 impl Backend for JsonlBackend {
-    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
-        Some(self)
-    }
-
     fn name(&self) -> &'static str {
         "jsonl"
     }
@@ -554,6 +550,10 @@ impl Backend for JsonlBackend {
             return Ok(());
         }
         self.append_batch(&segment, header, events)
+    }
+
+    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
+        Some(self)
     }
 }
 

@@ -76,69 +76,76 @@ fn check_parent(path: &Path, create: bool) -> Result<()> {
             .map_err(|e| io_err("cannot create database directory", parent, e))?;
     }
     let meta = std::fs::symlink_metadata(parent).map_err(|e| io_err("cannot stat", parent, e))?;
-    let d = parent.display();
+    check_owned(parent, &meta, Kind::Directory)
+}
+
+/// What [`check_owned`] checks a path to be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The database's directory (`sqlite.path-parent`): the user's, and
+    /// nobody else may write it.
+    Directory,
+    /// The database (`sqlite.path-file`): the user's, and nobody else may
+    /// read or write it.
+    File,
+}
+
+/// `path` (its `meta`) must be a `kind` this user alone controls: not a
+/// symbolic link, of that type, owned by the user, without permissions
+/// for others.
+fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
+    let p = path.display();
+    let mode = meta.mode() & 0o7777;
+    let (rule, must, is_kind, what, others) = match kind {
+        Kind::Directory => (
+            Rule::SqlitePathParent,
+            "database parent must be a real directory of this user that nobody else can write",
+            meta.file_type().is_dir(),
+            "a directory",
+            0o022,
+        ),
+        Kind::File => (
+            Rule::SqlitePathFile,
+            "database must be a regular file only this user can read and write",
+            meta.file_type().is_file(),
+            "a regular file",
+            0o077,
+        ),
+    };
     let fault = if meta.file_type().is_symlink() {
-        Some(format!(
-            "{d} is a symbolic link; give the path through the directory it points to"
-        ))
-    } else if !meta.file_type().is_dir() {
-        Some(format!("{d} is not a directory"))
+        match kind {
+            Kind::Directory => {
+                format!("{p} is a symbolic link; give the path through the directory it points to")
+            }
+            Kind::File => format!("{p} is a symbolic link; open the file it points to"),
+        }
+    } else if !is_kind {
+        format!("{p} is not {what}")
     } else if meta.uid() != euid() {
-        Some(format!(
-            "{d} belongs to uid {}, not to this user ({}); use a directory of your own",
+        let hint = match kind {
+            Kind::Directory => "; use a directory of your own",
+            Kind::File => "",
+        };
+        format!(
+            "{p} belongs to uid {}, not to this user ({}){hint}",
             meta.uid(),
             euid()
-        ))
-    } else if meta.mode() & 0o022 != 0 {
-        Some(format!(
-            "{d} is writable by others (mode {:o}); fix it with `chmod go-w {d}`",
-            meta.mode() & 0o7777
-        ))
+        )
+    } else if meta.mode() & others != 0 {
+        match kind {
+            Kind::Directory => format!("{p} is writable by others (mode {mode:o}); fix it with `chmod go-w {p}`"),
+            Kind::File => format!("{p} can be read or written by others (mode {mode:o}; a copy such as a `VACUUM INTO` backup often is); fix it with `chmod 600 {p}`"),
+        }
     } else {
-        None
+        return Ok(());
     };
-    match fault {
-        Some(fault) => Err(Error::new(
-            Status::Io,
-            Rule::SqlitePathParent,
-            format!("database parent must be a real directory of this user that nobody else can write: {fault}"),
-        )),
-        None => Ok(()),
-    }
+    Err(Error::new(Status::Io, rule, format!("{must}: {fault}")))
 }
 
 /// `sqlite.path-file`: a regular non-symlink file owned by the user with no
 /// group/other permission bits.
 fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
-    let p = path.display();
-    let fault = if meta.file_type().is_symlink() {
-        Some(format!(
-            "{p} is a symbolic link; open the file it points to"
-        ))
-    } else if !meta.file_type().is_file() {
-        Some(format!("{p} is not a regular file"))
-    } else if meta.uid() != euid() {
-        Some(format!(
-            "{p} belongs to uid {}, not to this user ({})",
-            meta.uid(),
-            euid()
-        ))
-    } else if meta.mode() & 0o077 != 0 {
-        Some(format!(
-            "{p} can be read or written by others (mode {:o}; a copy such as a `VACUUM INTO` backup often is); fix it with `chmod 600 {p}`",
-            meta.mode() & 0o7777
-        ))
-    } else {
-        None
-    };
-    match fault {
-        Some(fault) => Err(Error::new(
-            Status::Io,
-            Rule::SqlitePathFile,
-            format!("database must be a regular file only this user can read and write: {fault}"),
-        )),
-        None => Ok(()),
-    }
+    check_owned(path, meta, Kind::File)
 }
 
 /// The identity `(dev, ino, birth_ns)` of the database a reader opens,

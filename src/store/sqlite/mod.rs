@@ -423,10 +423,6 @@ impl Drop for Finish<'_> {
 }
 
 impl Backend for SqliteBackend {
-    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
-        Some(self)
-    }
-
     fn name(&self) -> &'static str {
         "sqlite"
     }
@@ -589,6 +585,10 @@ impl Backend for SqliteBackend {
         // A repair follows a load and reads the tail again.
         self.release_cache();
         Ok(())
+    }
+
+    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
+        Some(self)
     }
 }
 

@@ -106,11 +106,12 @@ fn a_busy_journal_switch_is_retried_within_the_budget() {
 /// `DSH_E_SCHEMA_MISMATCH`), writing nothing.
 #[test]
 fn schema_identity_changed_before_an_append_is_refused() {
-    for (sql, rule) in [
+    let changes = [
         ("PRAGMA user_version = 18", Rule::SqliteMutationVersion),
         ("PRAGMA user_version = 0", Rule::SqliteMutationVersion),
         ("PRAGMA application_id = 7", Rule::SqliteMutationAppId),
-    ] {
+    ];
+    for (sql, rule) in changes {
         let (dir, events) = with_session("mutation");
         let mut b = open(&dir.db());
         let before = b.revision("s").unwrap();

@@ -136,10 +136,8 @@ fn missing_store_id_is_corrupt() {
         .unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = SqliteBackend::open(&db, 100).unwrap_err();
-    assert_eq!(
-        (err.status, err.rule),
-        (Status::Corrupt, Rule::SqliteStoreId)
-    );
+    assert_eq!(err.rule, Rule::SqliteStoreId, "{err}");
+    assert_eq!(err.status, Status::Corrupt);
 }
 
 #[test]
