@@ -11,7 +11,7 @@ fuzz_target!(|input: &[u8]| {
             let bytes = codec::encode(&seqs).expect("decoded seqs encode");
             assert_eq!(codec::decode(&bytes).expect("re-decodes"), seqs);
         }
-        Err(e) => assert!(!e.rule.is_empty()),
+        Err(e) => assert!(!e.rule.as_str().is_empty()),
     }
     // Seqs read from the input as numbers round-trip when they encode.
     let seqs: Vec<u64> = input
