@@ -78,9 +78,11 @@ pub struct SqliteBackend {
     last_scan: Option<LastScan>,
 }
 
-/// What a load found, valid while nothing was written to the database
-/// since: no write by this connection (any write clears it) and no commit
-/// by another one (`PRAGMA data_version` unchanged).
+/// Where a session's stored log stands, as the last load found it or the
+/// last append of this connection left it: valid while nothing else was
+/// written to the database since (any other write by this connection
+/// clears it, and a commit by another connection changes `PRAGMA
+/// data_version`).
 #[derive(Debug)]
 struct LastScan {
     id: Vec<u8>,
@@ -91,7 +93,8 @@ struct LastScan {
 
 /// `PRAGMA data_version`: changes when another connection commits.
 fn data_version(conn: &Connection) -> Result<i64> {
-    conn.query_row("PRAGMA data_version", [], |r| r.get(0))
+    conn.prepare_cached("PRAGMA data_version")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
         .map_err(sql_err)
 }
 
@@ -475,7 +478,8 @@ impl Backend for SqliteBackend {
     }
 
     fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        self.last_scan = None;
+        // Whatever happens below, only a commit leaves a valid cursor.
+        let last = self.last_scan.take();
         if events.is_empty() {
             return Ok(());
         }
@@ -496,7 +500,17 @@ impl Backend for SqliteBackend {
         }
         let _finish = Finish(job.as_deref());
         let tx = write_tx(&mut self.conn)?;
-        let next = logical_next(&tx, id)?;
+        // The stored tail decides where the log continues. While no other
+        // connection committed since this one last read or wrote it, that
+        // is what the last load or append left; otherwise (or after any
+        // failure) the tail is read and decoded again.
+        let version = data_version(&tx)?;
+        let known =
+            last.filter(|l| l.id == id && l.data_version == version && l.torn_from.is_none());
+        let next = match known {
+            Some(l) => l.next,
+            None => logical_next(&tx, id)?,
+        };
         let what = format!("session \"{}\" append", lossy(id));
         check_seqs(next, events, Rule::SqliteAppendSeqMismatch, &what)?;
         if let Some(incarnation) = &incarnation {
@@ -504,7 +518,15 @@ impl Backend for SqliteBackend {
         }
         sessions::bump_revision(&tx, id)?;
         insert_records(&tx, id, &records, &mut self.zstd, job.as_deref())?;
-        tx.commit().map_err(sql_err)
+        tx.commit().map_err(sql_err)?;
+        // Its own commit does not move this connection's data_version.
+        self.last_scan = Some(LastScan {
+            id: id.to_vec(),
+            data_version: version,
+            torn_from: None,
+            next: next + events.len() as u64,
+        });
+        Ok(())
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {

@@ -352,6 +352,36 @@ fn seq_mismatch_is_refused_and_writes_nothing() {
     assert_eq!(b.load("s").unwrap().unwrap().events, values(&batch));
 }
 
+/// An append continues from where this connection's last append left the
+/// log only while no other connection committed since: after another
+/// connection removed the last row, the next append is measured against
+/// the stored tail again.
+#[test]
+fn an_append_after_another_connection_wrote_reads_the_tail_again() {
+    let dir = TempDir::new("cursor");
+    let mut b = open(&dir.db());
+    let h = header("s");
+    let batch: Vec<_> = (0..4).map(|i| plain(i, "x/e", "{}", "")).collect();
+    b.append(&h, &batch, true).unwrap();
+    b.append(&h, &[plain(4, "x/e", "{}", "")], false).unwrap();
+    raw(&dir.db())
+        .execute("DELETE FROM events WHERE session_id = 's' AND seq = 4", [])
+        .unwrap();
+    let err = b
+        .append(&h, &[plain(5, "x/e", "{}", "")], false)
+        .unwrap_err();
+    assert_eq!(err.rule, Rule::SqliteAppendSeqMismatch, "{err}");
+    b.append(&h, &[plain(4, "x/e", "{\"again\":1}", "")], false)
+        .unwrap();
+    b.append(&h, &[plain(5, "x/e", "{}", "")], false).unwrap();
+    let stored = b.load("s").unwrap().unwrap().events;
+    assert_eq!(stored.len(), 6);
+    assert_eq!(
+        stored[4].to_value(),
+        plain(4, "x/e", "{\"again\":1}", "").to_value()
+    );
+}
+
 #[test]
 fn second_open_is_locked() {
     let dir = TempDir::new("locked");
