@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every test of dsh-session, with the set-up a fresh machine needs.
 # Installs missing system packages from Debian (valgrind, pkg-config, a C
-# compiler); crates come from crates.io through cargo.
+# compiler, PostgreSQL); crates come from crates.io through cargo.
+# DSH_TEST_POSTGRES_URL points the PostgreSQL tests at a server of the
+# caller's; DSH_TEST_NO_POSTGRES=1 runs without one (they say skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,11 +12,21 @@ ensure_commands cc:build-essential valgrind:valgrind pkg-config:pkg-config reade
 command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# A throwaway PostgreSQL cluster for the postgres backend's tests (unless
+# the caller points them at a server of its own), stopped on exit.
+if [ -z "${DSH_TEST_POSTGRES_URL:-}" ] && [ "${DSH_TEST_NO_POSTGRES:-}" != 1 ]; then
+    echo "==> PostgreSQL: a throwaway cluster on loopback"
+    pg_dir=$(mktemp -d /tmp/dsh-pg.XXXXXX)
+    trap 'scripts/pg-cluster.sh stop "$pg_dir"' EXIT
+    scripts/pg-cluster.sh start "$pg_dir"
+    . "$pg_dir/env"
+fi
+
 echo "==> format and lints"
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The core's backends are cargo features: every choice must build cleanly.
-for features in "" sqlite jsonl; do
+for features in "" sqlite jsonl postgres; do
     cargo clippy --locked -p dsh-session --lib --no-default-features --features "$features" -- -D warnings
 done
 

@@ -133,7 +133,7 @@ pub struct Listed {
 
 /// A place where session logs live.
 pub trait Backend: Send {
-    /// `"memory"`, `"jsonl"` or `"sqlite"`.
+    /// `"memory"`, `"jsonl"`, `"sqlite"` or `"postgres"`.
     fn name(&self) -> &'static str;
 
     /// Every materialized session (a created-but-never-appended one is absent).
@@ -155,6 +155,29 @@ pub trait Backend: Send {
     /// handed over shared). The default copies it into one slice.
     fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
         self.append(header, &events.to_vec(), materialize)
+    }
+
+    /// [`Backend::append`] of a fork child's batch: the child's events
+    /// below seq `prefix` are `parent`'s events of the same seqs, byte
+    /// for byte. A backend that can copy them inside the store (without
+    /// the client sending them again) may; the default writes them.
+    fn append_fork(
+        &mut self,
+        header: &Value,
+        events: &[Arc<Event>],
+        materialize: bool,
+        parent: &str,
+        prefix: u64,
+    ) -> Result<()> {
+        let _ = (parent, prefix);
+        self.append(header, events, materialize)
+    }
+
+    /// The store has nothing more to write for session `id` for now (it
+    /// was closed with nothing pending): a backend that holds a per-session
+    /// writer lock may let it go. The default does nothing.
+    fn release(&mut self, id: &str) {
+        let _ = id;
     }
 
     /// The backend's reads of part of a log, when it has them (windowed

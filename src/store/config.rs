@@ -10,6 +10,8 @@ use super::hurry::Hurry;
 #[cfg(feature = "jsonl")]
 use super::jsonl::{Compression, JsonlBackend};
 use super::memory::MemoryBackend;
+#[cfg(feature = "postgres")]
+use super::postgres::PostgresBackend;
 #[cfg(feature = "sqlite")]
 use super::sqlite::SqliteBackend;
 use crate::engine::{Admission, Markers, Policy, Vocabulary};
@@ -33,6 +35,13 @@ pub enum BackendConfig {
         path: PathBuf,
         /// zstd frames (true, the default) or raw lines.
         zstd: bool,
+    },
+    /// One schema of a PostgreSQL database.
+    Postgres {
+        /// The `postgresql://` connection URL.
+        url: String,
+        /// The schema that holds the store's tables (default `dsh`).
+        schema: String,
     },
 }
 
@@ -87,6 +96,9 @@ pub const SQLITE_BUSY_TIMEOUT_MS: u32 = 5000;
 /// of a WAL database wait only while the writer holds it exclusively (a
 /// `"locking": "exclusive"` writer holds it for good).
 pub const SQLITE_READER_BUSY_TIMEOUT_MS: u32 = 1000;
+
+/// The schema of a PostgreSQL store whose configuration does not name one.
+pub const DEFAULT_SCHEMA: &str = "dsh";
 
 /// The default write-behind window.
 pub const DEFAULT_BATCH_WINDOW_MS: u64 = 25;
@@ -145,6 +157,15 @@ impl StoreConfig {
         })
     }
 
+    /// Sessions in the schema `dsh` of the PostgreSQL database at `url`
+    /// (`postgresql://user@host:port/db`).
+    pub fn postgres(url: impl Into<String>) -> StoreConfig {
+        StoreConfig::new(BackendConfig::Postgres {
+            url: url.into(),
+            schema: DEFAULT_SCHEMA.to_string(),
+        })
+    }
+
     /// This configuration as a reader beside the store's writer (see
     /// [`Access::read_only`]).
     pub fn read_only(mut self) -> StoreConfig {
@@ -166,13 +187,19 @@ impl StoreConfig {
                     return Err(config_error("path must be a non-empty string"));
                 }
             }
+            BackendConfig::Postgres { url, schema } => {
+                if url.is_empty() || url.contains('\0') {
+                    return Err(config_error("url must be a non-empty string"));
+                }
+                check_schema_name(schema)?;
+            }
         }
         if self.access.exclusive && !matches!(self.backend, BackendConfig::Sqlite { .. }) {
             return Err(config_error("locking applies to the sqlite backend only"));
         }
         if self.access.read_only && self.backend == BackendConfig::Memory {
             return Err(config_error(
-                "a memory store has no writer to read beside: readOnly needs sqlite or jsonl",
+                "a memory store has no writer to read beside: readOnly needs sqlite, jsonl or postgres",
             ));
         }
         Ok(())
@@ -197,6 +224,12 @@ impl BackendConfig {
             BackendConfig::Sqlite { path } => open_sqlite(path, access, hurry),
             #[cfg(feature = "jsonl")]
             BackendConfig::Jsonl { path, zstd } => open_jsonl(path, *zstd, access, hurry),
+            #[cfg(feature = "postgres")]
+            BackendConfig::Postgres { url, schema } => Ok(Box::new(if access.read_only {
+                PostgresBackend::open_read_only(url, schema)?
+            } else {
+                PostgresBackend::open(url, schema)?
+            })),
             #[allow(unreachable_patterns)]
             other => Err(config_error(format!(
                 "this build has no {} backend (the crate's \"{}\" feature is off)",
@@ -207,12 +240,13 @@ impl BackendConfig {
     }
 
     /// The backend's name in configurations: `"memory"`, `"sqlite"`,
-    /// `"jsonl"`.
+    /// `"jsonl"`, `"postgres"`.
     pub fn name(&self) -> &'static str {
         match self {
             BackendConfig::Memory => "memory",
             BackendConfig::Sqlite { .. } => "sqlite",
             BackendConfig::Jsonl { .. } => "jsonl",
+            BackendConfig::Postgres { .. } => "postgres",
         }
     }
 }
@@ -256,6 +290,24 @@ fn open_jsonl(
         b.set_hurry(h);
     }
     Ok(Box::new(b))
+}
+
+/// The rule for a PostgreSQL schema name (`config.invalid`): 1 to 63
+/// lowercase letters, digits and `_`, not starting with a digit or `pg_`.
+pub fn check_schema_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit()
+        && !name.starts_with("pg_");
+    if !ok {
+        return Err(config_error(format!(
+            "schema must be 1 to 63 lowercase letters, digits and _, not starting with a digit or pg_ (got {name:?})"
+        )));
+    }
+    Ok(())
 }
 
 /// How a session is created (`dsh_session_create` options).

@@ -14,11 +14,14 @@ mod inspect;
 #[cfg(feature = "jsonl")]
 pub mod jsonl;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod restore;
 pub mod seqs;
 mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod uuid;
 pub mod verify;
 pub mod window;
 pub mod writer;
@@ -28,9 +31,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{Backend, Listed, Loaded, RangeReads, Stored, Torn};
 pub use config::{
-    check_batch_window, check_session_id, Access, BackendConfig, CreateOptions, ForkOptions,
-    OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS, DEFAULT_WINDOW, HEADER_FIELDS,
-    SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
+    check_batch_window, check_schema_name, check_session_id, Access, BackendConfig, CreateOptions,
+    ForkOptions, OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS, DEFAULT_SCHEMA, DEFAULT_WINDOW,
+    HEADER_FIELDS, SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
 };
 pub use inspect::{Inspection, RepairReport, SessionSummary};
 use restore::{check_stored_header, fast_event};
@@ -290,12 +293,31 @@ impl Store {
             None => self.mint_id()?,
         };
         let child = source.fork(len, &id, now_ms())?;
-        self.register(child, false)
+        self.register_fork(child, (source.id(), len as u64))
     }
 
     /// Make a new `session` live and queue its whole log (a seed, if any)
     /// for writing; an opened one (`stored`) is already on disk.
-    fn register(self: &Arc<Store>, mut session: Session, stored: bool) -> Result<Arc<LiveSession>> {
+    fn register(self: &Arc<Store>, session: Session, stored: bool) -> Result<Arc<LiveSession>> {
+        self.register_with(session, stored, None)
+    }
+
+    /// [`Store::register`] of a new fork child of `fork.0`, whose first
+    /// `fork.1` events are its parent's.
+    fn register_fork(
+        self: &Arc<Store>,
+        session: Session,
+        fork: (&str, u64),
+    ) -> Result<Arc<LiveSession>> {
+        self.register_with(session, false, Some(fork))
+    }
+
+    fn register_with(
+        self: &Arc<Store>,
+        mut session: Session,
+        stored: bool,
+        fork: Option<(&str, u64)>,
+    ) -> Result<Arc<LiveSession>> {
         session.set_policy(self.policy.clone());
         let id = session.id().to_string();
         {
@@ -311,6 +333,9 @@ impl Store {
         let stored_len = stored.then_some(session.events().len() as u64);
         self.writer
             .track(&id, session.header(), stored_len, session.is_windowed());
+        if let Some((parent, prefix)) = fork {
+            self.writer.track_fork(&id, parent, prefix);
+        }
         if !stored {
             if let Err(e) = self.writer.enqueue_log(&id, session.events()) {
                 self.release(&id);

@@ -245,11 +245,23 @@ impl Writer {
         p.next_seq = stored.unwrap_or(0);
     }
 
-    /// Stop tracking a session (after its final flush).
+    /// Record that the tracked session `id` is a fork child whose first
+    /// `prefix` events are `parent`'s (a backend may copy them inside the
+    /// store).
+    pub fn track_fork(&self, id: &str, parent: &str, prefix: u64) {
+        let mut st = self.shared.lock();
+        st.session(id).fork = Some((parent.into(), prefix));
+    }
+
+    /// Stop tracking a session (after its final flush); with nothing left
+    /// to write for it, the backend may release what it holds for it.
     pub fn forget(&self, id: &str) {
         let mut st = self.shared.lock();
         if st.sessions.get(id).is_some_and(Pending::is_empty) {
             st.sessions.remove(id);
+            drop(st);
+            // A round writing its last batch holds the backend until done.
+            lock_backend(&self.shared.backend).release(id);
         }
     }
 
@@ -344,6 +356,7 @@ impl Writer {
             st = self.shared.wait_done(st);
         }
         let p = st.session(id);
+        let fork = p.fork.clone();
         let (Some(header), materialized, next_seq) = (p.header.clone(), p.materialized, p.next_seq)
         else {
             return Err(Error::new(
@@ -356,13 +369,29 @@ impl Writer {
         drop(st);
         let result = match events {
             Batch::Slice(events) => check_continues(id, next_seq, events).and_then(|()| {
-                lock_backend(&self.shared.backend).append(&header, events, !materialized)
+                let mut backend = lock_backend(&self.shared.backend);
+                match &fork {
+                    Some((parent, prefix)) if next_seq < *prefix => {
+                        backend.append_fork(&header, events, !materialized, parent, *prefix)
+                    }
+                    _ => backend.append(&header, events, !materialized),
+                }
             }),
             // A session's own log is contiguous by construction: its ends
             // must continue the stored log, and it is handed over shared.
             Batch::Log(log) => {
                 crate::store::seqs::check_log_ends(id, next_seq, log).and_then(|()| {
-                    lock_backend(&self.shared.backend).append_log(&header, log, !materialized)
+                    let mut backend = lock_backend(&self.shared.backend);
+                    match &fork {
+                        Some((parent, prefix)) if next_seq < *prefix => backend.append_fork(
+                            &header,
+                            &log.to_vec(),
+                            !materialized,
+                            parent,
+                            *prefix,
+                        ),
+                        _ => backend.append_log(&header, log, !materialized),
+                    }
                 })
             }
         };

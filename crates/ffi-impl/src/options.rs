@@ -12,7 +12,7 @@ use ::dsh_session::error::{Error, Result};
 use ::dsh_session::json::{JsString, Object, Value};
 use ::dsh_session::store::{
     check_batch_window, check_session_id, BackendConfig, CreateOptions, ForkOptions, OpenOptions,
-    StoreConfig, HEADER_FIELDS,
+    StoreConfig, DEFAULT_SCHEMA, HEADER_FIELDS,
 };
 use ::dsh_session::Rule;
 
@@ -56,6 +56,8 @@ fn flag(o: &Object, key: &str) -> Result<Option<bool>> {
         .transpose()
 }
 
+const BACKENDS: &str = "backend must be \"memory\", \"sqlite\", \"jsonl\" or \"postgres\"";
+
 /// Parse a `dsh_store_open` configuration (NULL or `null` = memory).
 pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
     let mut config = StoreConfig::memory();
@@ -73,6 +75,8 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
             "readOnly",
             "locking",
             "trimHeap",
+            "url",
+            "schema",
         ];
         if !known.iter().any(|n| k == *n) {
             return Err(config_error(format!(
@@ -113,10 +117,22 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
     };
     let backend = match o.get("backend") {
         None => "memory",
-        Some(b) => b
-            .as_str()
-            .ok_or_else(|| config_error("backend must be \"memory\", \"sqlite\" or \"jsonl\""))?,
+        Some(b) => b.as_str().ok_or_else(|| config_error(BACKENDS))?,
     };
+    let text = |key: &str| match o.get(key) {
+        None => Ok(None),
+        Some(v) => match v.as_str() {
+            Some(t) if !t.is_empty() && !t.contains('\0') => Ok(Some(t.to_string())),
+            _ => Err(config_error(format!("{key} must be a non-empty string"))),
+        },
+    };
+    let url = text("url")?;
+    let schema = text("schema")?;
+    if backend != "postgres" && (url.is_some() || schema.is_some()) {
+        return Err(config_error(
+            "url and schema apply to the postgres backend only",
+        ));
+    }
     let zstd = match o.get("compression").map(|c| c.as_str()) {
         None | Some(Some("zstd")) => true,
         Some(Some("none")) => false,
@@ -137,6 +153,15 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
         ));
     }
     config.backend = match (backend, path) {
+        ("postgres", None) => BackendConfig::Postgres {
+            url: url.ok_or_else(|| config_error("the postgres backend needs a \"url\""))?,
+            schema: schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_string()),
+        },
+        ("postgres", Some(_)) => {
+            return Err(config_error(
+                "the postgres backend takes a \"url\", not a \"path\"",
+            ))
+        }
         ("memory", None) => BackendConfig::Memory,
         ("memory", Some(_)) => return Err(config_error("the memory backend takes no path")),
         ("sqlite", Some(path)) => BackendConfig::Sqlite { path },
@@ -146,11 +171,7 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
                 "the {backend} backend needs a \"path\""
             )))
         }
-        _ => {
-            return Err(config_error(
-                "backend must be \"memory\", \"sqlite\" or \"jsonl\"",
-            ))
-        }
+        _ => return Err(config_error(BACKENDS)),
     };
     config.check()?;
     Ok(config)

@@ -485,7 +485,7 @@ impl Backend for SqliteBackend {
         }
         let id = header_id_bytes(header);
         let incarnation = if materialize {
-            Some(schema::new_uuid()?)
+            Some(crate::store::uuid::new_uuid()?)
         } else {
             None
         };

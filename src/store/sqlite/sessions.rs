@@ -6,11 +6,12 @@ use rusqlite::types::{ToSql, ValueRef};
 use rusqlite::{Connection, OptionalExtension};
 
 use super::rows::Wtf8;
-use super::schema::{is_uuid, sql_err};
+use super::schema::sql_err;
 use crate::engine::event::MAX_SAFE;
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Object, Value};
 use crate::rule::Rule;
+use crate::store::uuid::is_uuid;
 
 /// The columns every session query selects, in [`SessionRow::from_row`] order.
 const COLUMNS: &str = "id, version, created_at, cwd, parent_session, seed_length, origin, \

@@ -313,7 +313,7 @@ fn lazy_materialization_and_revisions() {
         .next()
         .unwrap()
         .to_string();
-    assert!(schema::is_uuid(&store_id));
+    assert!(crate::store::uuid::is_uuid(&store_id));
     // A session that was never materialized cannot be appended to.
     let err = b
         .append(&header("t"), &[plain(0, "turn/start", "{}", "")], false)

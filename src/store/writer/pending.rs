@@ -84,6 +84,9 @@ pub(super) struct Pending {
     /// Events handed to the writer so far / written durably so far.
     pub enqueued: u64,
     pub durable: u64,
+    /// A fork child's parent and the length of the prefix it shares with
+    /// it (writes past the prefix ignore it).
+    pub fork: Option<(Arc<str>, u64)>,
     /// The last write failure not yet reported to a flush.
     pub failure: Option<Error>,
     /// How many flushes saw a failure (lets a waiting flush notice one).

@@ -18,6 +18,8 @@ struct Job {
     header: Arc<Value>,
     materialized: bool,
     next_seq: u64,
+    /// The parent and shared prefix of a fork child not written yet.
+    fork: Option<(Arc<str>, u64)>,
     taken: Taken,
 }
 
@@ -48,6 +50,7 @@ pub(super) fn write_round(
             header,
             materialized: p.materialized,
             next_seq: p.next_seq,
+            fork: p.fork.clone().filter(|(_, prefix)| p.next_seq < *prefix),
             taken,
         });
     }
@@ -63,8 +66,17 @@ pub(super) fn write_round(
         for job in jobs {
             let bytes = job.taken.bytes;
             let events = job.taken.into_batch();
-            let r = check_continues(&job.id, job.next_seq, &events)
-                .and_then(|()| backend.append(&job.header, &events, !job.materialized));
+            let r =
+                check_continues(&job.id, job.next_seq, &events).and_then(|()| match &job.fork {
+                    Some((parent, prefix)) => backend.append_fork(
+                        &job.header,
+                        &events,
+                        !job.materialized,
+                        parent,
+                        *prefix,
+                    ),
+                    None => backend.append(&job.header, &events, !job.materialized),
+                });
             results.push((job.id, events, bytes, r));
         }
     }

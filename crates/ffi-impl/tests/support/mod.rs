@@ -321,3 +321,34 @@ pub fn file_tree(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// The PostgreSQL server the tests may use (`DSH_TEST_POSTGRES_URL`, which
+/// `scripts/test.sh` sets to a throwaway cluster), or `None` with a note
+/// on stderr that the PostgreSQL test is skipped.
+#[allow(dead_code)]
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("DSH_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!(
+                "skipped: no PostgreSQL server (set DSH_TEST_POSTGRES_URL, as scripts/test.sh does)"
+            );
+            None
+        }
+    }
+}
+
+/// A schema name no other test (or earlier run) uses.
+#[allow(dead_code)]
+pub fn fresh_schema() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "t_{}_{}_{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

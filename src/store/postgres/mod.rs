@@ -1,0 +1,526 @@
+//! The PostgreSQL backend, for sessions shared by many machines: one
+//! schema (default `dsh`) of one database holds a store's sessions.
+//!
+//! * `schema`: the exact tables, created on first open, version-checked;
+//! * `conn`: the statements, error mapping, the redacted server name;
+//! * `rows`: reading rows back into stored events and headers.
+//!
+//! Every event is one row of `events`, keyed by `(session_id, seq)`: the
+//! event's exact JSON text (`text`, never `jsonb`, which reorders keys and
+//! drops duplicates) and its envelope as columns. A session's header is
+//! one row of `sessions`, with its `next_seq` and revision.
+//!
+//! One writer per session, enforced by the database: a writer takes the
+//! session's advisory lock (`pg_advisory_lock`, waiting at most
+//! [`LOCK_WAIT_MS`]) before its first write and keeps it while the session
+//! is live here (`postgres.session-locked` when another connection holds
+//! it; a writer that finds itself stale lets it go), and every batch is inserted by one
+//! statement that moves the session's `next_seq` only from the batch's
+//! first seq (`postgres.append-seq-mismatch` otherwise). A stale writer's
+//! batch therefore fails whole, with no gap and no duplicate, even when
+//! the lock was lost with a connection. A lost connection is opened again
+//! by the next call; a batch whose commit outcome was lost with it is
+//! checked against the rows the database holds before it is written again.
+//!
+//! Revision strings are `postgres:store:<store_id>:incarnation:<uuid>:
+//! revision:<n>`.
+
+mod conn;
+mod rows;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::{Client, IsolationLevel, NoTls};
+
+use self::conn::{pg_err, Sql};
+use self::rows::Prepared;
+use super::backend::{header_id, Backend, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
+use crate::engine::Event;
+use crate::error::{Error, Result, Status};
+use crate::json::Value;
+use crate::rule::Rule;
+
+pub use self::schema::SCHEMA_VERSION;
+
+/// How long a connection attempt waits when the URL does not say.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a writer waits for a session's writer lock (and any other
+/// lock) before it reports `postgres.session-locked`: long enough for the
+/// server to notice a killed writer's connection is gone.
+const LOCK_WAIT_MS: u32 = 2000;
+
+/// Rows a streaming read hands over at a time.
+const STREAM_BATCH: usize = 1024;
+
+/// Sessions stored in one schema of a PostgreSQL database.
+pub struct PostgresBackend {
+    config: postgres::Config,
+    /// `host:port/dbname`, for messages (never the password).
+    target: String,
+    sql: Sql,
+    read_only: bool,
+    store_id: String,
+    /// `None` after a lost connection: the next call connects again.
+    client: Option<Client>,
+    /// The statements prepared on `client`.
+    prepared: Option<Prepared>,
+    /// Sessions whose writer lock this connection holds.
+    locks: HashSet<String>,
+    /// What this backend knows is stored, per session: its incarnation and
+    /// a prefix length (read by a load or written here). A fork copies
+    /// only within it.
+    known: HashMap<String, Known>,
+    /// Sessions whose last write failed with its outcome unknown (the
+    /// connection was lost around the commit).
+    suspect: HashSet<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Known {
+    incarnation: String,
+    len: u64,
+}
+
+impl std::fmt::Debug for PostgresBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresBackend")
+            .field("target", &self.target)
+            .field("schema", &self.sql.schema())
+            .finish_non_exhaustive()
+    }
+}
+
+fn config_error(message: String) -> Error {
+    Error::invalid_argument(Rule::ConfigInvalid, message)
+}
+
+/// The connection settings of `url` (`config.invalid` when it does not
+/// parse; the message never repeats the URL, which may hold a password).
+pub fn parse_url(url: &str) -> Result<postgres::Config> {
+    if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+        return Err(config_error(
+            "url must be a postgresql:// connection URL".to_string(),
+        ));
+    }
+    let mut config: postgres::Config = url
+        .parse()
+        .map_err(|e| config_error(format!("url is not a valid PostgreSQL URL: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("dsh-session");
+    }
+    Ok(config)
+}
+
+impl PostgresBackend {
+    /// Open the store in `schema` of the database at `url` as a writer:
+    /// the schema and its tables are created when absent (or empty); a
+    /// schema of another version or with foreign objects is refused and
+    /// left untouched.
+    pub fn open(url: &str, schema: &str) -> Result<PostgresBackend> {
+        PostgresBackend::open_with(url, schema, false)
+    }
+
+    /// Open the store for reading beside its writers: nothing is created
+    /// or written, and every read is one consistent snapshot.
+    pub fn open_read_only(url: &str, schema: &str) -> Result<PostgresBackend> {
+        PostgresBackend::open_with(url, schema, true)
+    }
+
+    fn open_with(url: &str, schema: &str, read_only: bool) -> Result<PostgresBackend> {
+        crate::store::check_schema_name(schema)?;
+        let config = parse_url(url)?;
+        let mut backend = PostgresBackend {
+            target: conn::target(&config),
+            config,
+            sql: Sql::new(schema),
+            read_only,
+            store_id: String::new(),
+            client: None,
+            prepared: None,
+            locks: HashSet::new(),
+            known: HashMap::new(),
+            suspect: HashSet::new(),
+        };
+        backend.client()?;
+        Ok(backend)
+    }
+
+    /// The connection and its statements, connecting again when the
+    /// connection was lost (the advisory locks went with it: each is
+    /// taken again before the next write).
+    fn client(&mut self) -> Result<(&mut Client, &Prepared)> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = None;
+            self.prepared = None;
+            self.locks.clear();
+            let mut client = self.config.connect(NoTls).map_err(|e| {
+                Error::new(
+                    Status::Io,
+                    Rule::PostgresConnect,
+                    format!("cannot connect to PostgreSQL at {}: {e}", self.target),
+                )
+            })?;
+            let settings = if self.read_only {
+                "SET default_transaction_read_only = on".to_string()
+            } else {
+                format!("SET lock_timeout = '{LOCK_WAIT_MS}ms'")
+            };
+            client.batch_execute(&settings).map_err(pg_err)?;
+            let found = if self.read_only || !self.store_id.is_empty() {
+                schema::open_for_reading(&mut client, &self.sql)?
+            } else {
+                schema::open_for_writing(&mut client, &self.sql)?
+            };
+            if self.store_id.is_empty() {
+                self.store_id = found;
+            } else if found != self.store_id {
+                // A new connection reached a schema replaced meanwhile.
+                return Err(Error::new(
+                    Status::Conflict,
+                    Rule::PostgresSchemaForeign,
+                    format!(
+                        "schema {} now holds another store ({found}, opened as {})",
+                        self.sql.schema(),
+                        self.store_id
+                    ),
+                ));
+            }
+            self.prepared = Some(Prepared::new(&mut client, &self.sql)?);
+            self.client = Some(client);
+        }
+        match (self.client.as_mut(), self.prepared.as_ref()) {
+            (Some(c), Some(p)) => Ok((c, p)),
+            _ => unreachable!("connected above"),
+        }
+    }
+
+    /// Pass `r` on; a failure that closed the connection drops it, so
+    /// the next call connects again.
+    fn check<T>(&mut self, r: Result<T>) -> Result<T> {
+        let lost = r.as_ref().is_err_and(|e| e.rule == Rule::PostgresConnect);
+        if lost || (r.is_err() && self.client.as_ref().is_some_and(Client::is_closed)) {
+            self.client = None;
+            self.prepared = None;
+            self.locks.clear();
+        }
+        r
+    }
+
+    fn revision_of(&self, incarnation: &str, revision: i64) -> String {
+        format!(
+            "postgres:store:{}:incarnation:{incarnation}:revision:{revision}",
+            self.store_id
+        )
+    }
+
+    fn writable(&self, what: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(
+                Status::Conflict,
+                Rule::StoreReadOnly,
+                format!("{what} on a read-only PostgreSQL store"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Take the writer lock of `id` unless this connection holds it.
+    fn lock(&mut self, id: &str) -> Result<()> {
+        if self.locks.contains(id) {
+            return Ok(());
+        }
+        let key = self.sql.lock_key(id);
+        let target = self.target.clone();
+        let r = self.client().and_then(|(c, p)| match c.execute(&p.lock, &[&key]) {
+            Ok(_) => Ok(()),
+            Err(e) if conn::is_lock_timeout(&e) => Err(Error::new(
+                Status::Conflict,
+                Rule::PostgresSessionLocked,
+                format!(
+                    "session \"{id}\" has a writer on another connection to {target} (its advisory lock stayed held for {LOCK_WAIT_MS} ms)"
+                ),
+            )),
+            Err(e) => Err(pg_err(e)),
+        });
+        self.check(r)?;
+        self.locks.insert(id.to_string());
+        Ok(())
+    }
+
+    /// Write `events` (continuing the stored log) of session `id`; with
+    /// `materialize`, create its row first. Events below `copy.1` are
+    /// copied from the session `copy.0` inside the database.
+    fn write(
+        &mut self,
+        header: &Value,
+        events: &[Arc<Event>],
+        materialize: bool,
+        copy: Option<(&str, u64)>,
+    ) -> Result<()> {
+        self.writable("append")?;
+        if events.is_empty() {
+            return Ok(());
+        }
+        let id = header_id(header).to_string();
+        self.lock(&id)?;
+        let copy = copy.filter(|(parent, len)| {
+            self.known
+                .get(*parent)
+                .is_some_and(|k| k.len >= *len && events[0].seq < *len)
+        });
+        let incarnation = match self.known.get(&id) {
+            Some(k) if materialize => k.incarnation.clone(),
+            _ if materialize => crate::store::uuid::new_uuid()?,
+            _ => String::new(),
+        };
+        let parent = copy.map(|(p, len)| (p, len, self.known[p].incarnation.clone()));
+        let suspect = self.suspect.contains(&id);
+        let r = self.client().and_then(|(c, p)| {
+            rows::write_batch(
+                c,
+                p,
+                rows::Batch {
+                    id: &id,
+                    header,
+                    events,
+                    incarnation: materialize.then_some(incarnation.as_str()),
+                    parent: parent.as_ref().map(|(p, l, i)| (*p, *l, i.as_str())),
+                    suspect,
+                },
+            )
+        });
+        match self.check(r) {
+            Ok(()) => {
+                self.suspect.remove(&id);
+                let next = events[0].seq + events.len() as u64;
+                match self.known.get_mut(&id) {
+                    Some(k) if !materialize => k.len = next,
+                    Some(_) | None if materialize => {
+                        self.known.insert(
+                            id,
+                            Known {
+                                incarnation,
+                                len: next,
+                            },
+                        );
+                    }
+                    _ => {}
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if materialize && !self.known.contains_key(&id) {
+                    // A retry must find the same incarnation.
+                    self.known.insert(
+                        id.clone(),
+                        Known {
+                            incarnation,
+                            len: 0,
+                        },
+                    );
+                }
+                match e.rule {
+                    Rule::PostgresConnect => {
+                        self.suspect.insert(id);
+                    }
+                    // A stale writer never writes this session again:
+                    // it lets the writer that moved it on have it.
+                    Rule::PostgresAppendSeqMismatch | Rule::PostgresSessionMissing => {
+                        self.release(&id);
+                    }
+                    _ => {}
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Backend for PostgresBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn list(&mut self) -> Result<Vec<Listed>> {
+        let r = self.client().and_then(|(c, p)| rows::select_sessions(c, p));
+        let found = self.check(r)?;
+        Ok(found
+            .into_iter()
+            .map(|row| match row {
+                Ok(s) => Listed {
+                    revision: self.revision_of(&s.incarnation, s.revision),
+                    header: s.header,
+                    problem: None,
+                },
+                Err((id, e)) => Listed {
+                    header: Value::obj([("id", Value::str(&id))]),
+                    revision: String::new(),
+                    problem: Some(e),
+                },
+            })
+            .collect())
+    }
+
+    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
+        let r = self.client().and_then(|(c, p)| {
+            let mut tx = snapshot(c)?;
+            let Some(session) = rows::select_session(&mut tx, p, id)? else {
+                return Ok(None);
+            };
+            let log = rows::select_log(&mut tx, p, id, session.next_seq)?;
+            tx.commit().map_err(pg_err)?;
+            Ok(Some((session, log)))
+        });
+        let Some((session, log)) = self.check(r)? else {
+            return Ok(None);
+        };
+        if log.canonical {
+            self.known.insert(
+                id.to_string(),
+                Known {
+                    incarnation: session.incarnation.clone(),
+                    len: log.events.len() as u64,
+                },
+            );
+        }
+        Ok(Some(Loaded {
+            revision: self.revision_of(&session.incarnation, session.revision),
+            header: session.header,
+            events: log.events,
+            torn: None,
+        }))
+    }
+
+    fn revision(&mut self, id: &str) -> Result<Option<String>> {
+        let r = self
+            .client()
+            .and_then(|(c, p)| rows::select_session(c, p, id));
+        Ok(self
+            .check(r)?
+            .map(|s| self.revision_of(&s.incarnation, s.revision)))
+    }
+
+    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        self.write(header, events, materialize, None)
+    }
+
+    fn append_fork(
+        &mut self,
+        header: &Value,
+        events: &[Arc<Event>],
+        materialize: bool,
+        parent: &str,
+        prefix: u64,
+    ) -> Result<()> {
+        self.write(header, events, materialize, Some((parent, prefix)))
+    }
+
+    fn delete(&mut self, id: &str) -> Result<bool> {
+        self.writable("delete")?;
+        self.lock(id)?;
+        let r = self.client().and_then(|(c, p)| {
+            let mut tx = c.transaction().map_err(pg_err)?;
+            tx.execute(p.sql.delete_events.as_str(), &[&id])
+                .map_err(pg_err)?;
+            let n = tx
+                .execute(p.sql.delete_session.as_str(), &[&id])
+                .map_err(pg_err)?;
+            tx.commit().map_err(pg_err)?;
+            Ok(n > 0)
+        });
+        let removed = self.check(r)?;
+        self.known.remove(id);
+        self.release(id);
+        Ok(removed)
+    }
+
+    fn commit_repair(
+        &mut self,
+        header: &Value,
+        torn: Option<&Torn>,
+        events: &[Arc<Event>],
+    ) -> Result<()> {
+        if let Some(t) = torn {
+            // This backend never reports a torn tail: every batch is one
+            // statement, so nothing half-written can be stored.
+            return Err(Error::new(
+                Status::Internal,
+                Rule::InternalUntracked,
+                format!(
+                    "a PostgreSQL log has no torn tail to cut (marker {})",
+                    t.marker
+                ),
+            ));
+        }
+        self.write(header, events, false, None)
+    }
+
+    fn release(&mut self, id: &str) {
+        if !self.locks.remove(id) {
+            return;
+        }
+        let key = self.sql.lock_key(id);
+        if let Some(c) = self.client.as_mut() {
+            let _ = c.execute(
+                "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                &[&key],
+            );
+        }
+    }
+
+    fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
+        Some(self)
+    }
+}
+
+impl RangeReads for PostgresBackend {
+    fn load_streaming(
+        &mut self,
+        id: &str,
+        sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+    ) -> Result<Option<Streamed>> {
+        let r = self.client().and_then(|(c, p)| {
+            let mut tx = snapshot(c)?;
+            let Some(session) = rows::select_session(&mut tx, p, id)? else {
+                return Ok(None);
+            };
+            let whole = rows::stream_log(&mut tx, p, id, session.next_seq, STREAM_BATCH, |b| {
+                sink(&session.header, b)
+            })?;
+            tx.commit().map_err(pg_err)?;
+            Ok(whole.then_some(session))
+        });
+        let Some(session) = self.check(r)? else {
+            return Ok(None);
+        };
+        Ok(Some(Streamed {
+            revision: self.revision_of(&session.incarnation, session.revision),
+            header: session.header,
+        }))
+    }
+
+    fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
+        let r = self
+            .client()
+            .and_then(|(c, p)| rows::select_range(c, p, id, from, to));
+        self.check(r)
+    }
+}
+
+/// A read-only transaction that sees one committed state throughout.
+fn snapshot(c: &mut Client) -> Result<postgres::Transaction<'_>> {
+    c.build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(pg_err)
+}
