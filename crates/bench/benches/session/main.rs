@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Phases (names for `--only`): `baseline`, `append`, `admission`, `batch`, `derive`,
-//! `fork`, `flush`, `writebehind`, `open`. `derive` and `fork` run on the
+//! `fork`, `flush`, `writebehind`, `open`, `postgres` (needs a server:
+//! `DSH_BENCH_POSTGRES_URL`). `derive` and `fork` run on the
 //! session built by `append`; `open` opens the sessions stored by
 //! `writebehind`, so selecting them runs their producer too. The program
 //! is a measurement, not a test: it exits 0 whether targets are met or not.
@@ -29,6 +30,7 @@ mod disk;
 mod floor;
 mod mix;
 mod open;
+mod postgres;
 mod report;
 mod util;
 
@@ -241,6 +243,11 @@ fn main() {
     } else {
         Vec::new()
     };
+
+    // ---- PostgreSQL against raw statements on the same server -----------
+    if want("postgres") {
+        postgres::run(&cx, &mut rep, &mut extra);
+    }
 
     // ---- open (child processes) ------------------------------------------
     if want("open") {
