@@ -59,6 +59,8 @@ pub const FEATURES: &[&str] = &[
     "jsonl",
     #[cfg(feature = "sqlite")]
     "sqlite",
+    #[cfg(feature = "postgres")]
+    "postgres",
     #[cfg(any(feature = "jsonl", feature = "sqlite"))]
     "zstd",
 ];

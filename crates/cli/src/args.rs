@@ -21,10 +21,17 @@ Exit status:
 STORE is a path: an existing file is a SQLite store, an existing directory a
 JSONL store (zstd or raw, detected from the logs inside). A path that does not
 exist yet (convert's DST) is SQLite when it ends in .sqlite, .sqlite3 or .db,
-else a JSONL directory (zstd unless --compression none).";
+else a JSONL directory (zstd unless --compression none).
 
-/// Inspect, check, repair and convert dsh-session stores (SQLite files and
-/// JSONL directories) without editing a log by hand.
+STORE may also be a PostgreSQL connection URL (postgresql://USER@HOST:PORT/DB
+or postgres://...): the store is one schema of that database, `dsh` unless
+--schema NAME (convert: --from-schema, --to-schema) names another. Reading
+commands never create the schema; convert's DST creates it when missing.
+Messages name the server as postgresql://HOST:PORT/DB (schema NAME), never
+with the URL's password or parameters.";
+
+/// Inspect, check, repair and convert dsh-session stores (SQLite files,
+/// JSONL directories and PostgreSQL schemas) without editing a log by hand.
 #[derive(Debug, Parser)]
 #[command(name = "dsh-session", version, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -54,7 +61,8 @@ pub enum Command {
     /// Apply what opening the session repairs: cut a torn tail, close an
     /// interrupted turn.
     Repair(RepairArgs),
-    /// Copy every session to another store: JSONL ⇄ SQLite, raw ⇄ zstd.
+    /// Copy every session to another store: JSONL ⇄ SQLite ⇄ PostgreSQL,
+    /// raw ⇄ zstd.
     Convert(ConvertArgs),
     /// Fork a session at a closed boundary into a new session of the store.
     Fork(ForkArgs),
@@ -69,6 +77,9 @@ pub enum BackendKind {
     Sqlite,
     /// A directory of JSONL logs.
     Jsonl,
+    /// One schema of a PostgreSQL database (STORE is a `postgresql://`
+    /// URL).
+    Postgres,
 }
 
 /// How a JSONL store encodes its logs.
@@ -83,15 +94,21 @@ pub enum CompressionKind {
 /// A store path and the flags that force how it is read.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// The store: a SQLite file or a JSONL directory.
+    /// The store: a SQLite file, a JSONL directory or a PostgreSQL URL
+    /// (`postgresql://USER@HOST:PORT/DB`).
     #[arg(value_name = "STORE")]
     pub store: PathBuf,
-    /// Read STORE as this backend instead of detecting it.
+    /// Read STORE as this backend instead of detecting it (postgres: STORE
+    /// must be a `postgresql://` URL, which is detected anyway).
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
     /// Read a JSONL STORE with this encoding instead of detecting it.
     #[arg(long, value_enum)]
     pub compression: Option<CompressionKind>,
+    /// The schema that holds the store, when STORE is a PostgreSQL URL
+    /// [default: dsh].
+    #[arg(long, value_name = "NAME")]
+    pub schema: Option<String>,
     /// Host event types the sessions use (the store's "eventTypes"),
     /// comma-separated: `--event-types myapp/note,myapp/tick`.
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
@@ -167,10 +184,11 @@ pub struct RepairArgs {
 /// `convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// The source store.
+    /// The source store (a path or a PostgreSQL URL).
     #[arg(value_name = "SRC")]
     pub src: PathBuf,
-    /// The destination store (created when missing).
+    /// The destination store (a path or a PostgreSQL URL; created when
+    /// missing).
     #[arg(value_name = "DST")]
     pub dst: PathBuf,
     /// Read SRC as this backend instead of detecting it.
@@ -186,6 +204,12 @@ pub struct ConvertArgs {
     /// directory, the existing logs' encoding otherwise).
     #[arg(long, value_enum)]
     pub to_compression: Option<CompressionKind>,
+    /// The schema of a PostgreSQL SRC [default: dsh].
+    #[arg(long, value_name = "NAME")]
+    pub from_schema: Option<String>,
+    /// The schema of a PostgreSQL DST, created when missing [default: dsh].
+    #[arg(long, value_name = "NAME")]
+    pub to_schema: Option<String>,
     /// Allow a DST that already holds a store (its sessions are kept; a
     /// session id present in both is still refused, nothing is overwritten).
     #[arg(long)]

@@ -63,7 +63,7 @@ fn problem_json(target: &Target, p: &Problem) -> Value {
 
 /// `verify`.
 pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
-    let target = Target::from_args(&a.store);
+    let target = Target::from_args(&a.store)?;
     let vocab = target.vocabulary()?;
     let mut report = StoreReport::default();
     let bar = super::progress::spinner(ctx, &format!("verifying {}", target.path.display()));
@@ -91,7 +91,7 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
             None => {
                 let extra = match target.kind {
                     BackendKind::Jsonl => jsonl_session_ids(&target.path),
-                    BackendKind::Sqlite => Vec::new(),
+                    BackendKind::Sqlite | BackendKind::Postgres => Vec::new(),
                 };
                 report = verify_store(&mut *backend, &extra, &vocab);
             }

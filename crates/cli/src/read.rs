@@ -29,7 +29,7 @@ pub(super) struct Opened {
 impl Opened {
     /// Open an existing store for reading.
     pub fn new(args: &StoreArgs) -> Result<Opened, CliError> {
-        let target = Target::from_args(args);
+        let target = Target::from_args(args)?;
         let vocab = target.vocabulary()?;
         let backend = target
             .open_existing()
@@ -213,7 +213,10 @@ pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
     let to = a.to.unwrap_or(u64::MAX);
     // Only the range is kept, never the whole log.
     let bar = progress::reading(ctx, &a.id);
-    let seekable = o.target.kind == super::args::BackendKind::Sqlite;
+    let seekable = matches!(
+        o.target.kind,
+        super::args::BackendKind::Sqlite | super::args::BackendKind::Postgres
+    );
     let read = scan::range(&mut *o.backend, &a.id, (from, to), seekable, &mut |n| {
         bar.inc(n)
     });

@@ -8,6 +8,7 @@ use super::args::{ConvertArgs, ForkArgs, RepairArgs};
 use super::output::{get, plain, table, Out};
 use super::progress;
 use super::read::Opened;
+use super::target::{Given, Side};
 use super::{CliError, Ctx, Target, EXIT_FAILED, EXIT_OK};
 use dsh_session::engine::Event;
 use dsh_session::error::{Error, Status};
@@ -177,12 +178,26 @@ pub fn fork(ctx: Ctx, a: &ForkArgs) -> Result<u8, CliError> {
 /// `convert`.
 pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
     let started = Instant::now();
-    let src_t = Target::detect(&a.src, a.from_backend, a.from_compression);
-    let dst_t = Target::detect(&a.dst, a.to_backend, a.to_compression);
+    let src_t = Target::detect(Given {
+        path: &a.src,
+        backend: a.from_backend,
+        compression: a.from_compression,
+        schema: a.from_schema.as_deref(),
+        side: Side::Src,
+    })?;
+    let dst_t = Target::detect(Given {
+        path: &a.dst,
+        backend: a.to_backend,
+        compression: a.to_compression,
+        schema: a.to_schema.as_deref(),
+        side: Side::Dst,
+    })?;
     if src_t.same_place(&dst_t) {
         return Err(CliError::usage("SRC and DST are the same store"));
     }
-    if dst_t.holds_data() && !a.into_existing {
+    let dst_fail = |id: Option<&str>, e: &Error| CliError::library(&dst_t.file_of(id), id, e);
+    let holds_data = dst_t.holds_data().map_err(|e| dst_fail(None, &e))?;
+    if holds_data && !a.into_existing {
         return Err(CliError::failed(EXIT_FAILED, format!(
                 "{}: the destination already holds data; pass --into-existing to add the sessions to that store",
                 dst_t.path.display()
@@ -209,7 +224,6 @@ pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
         }
         a.sessions.clone()
     };
-    let dst_fail = |id: Option<&str>, e: &Error| CliError::library(&dst_t.file_of(id), id, e);
     let mut dst = dst_t.open().map_err(|e| dst_fail(None, &e))?;
     check_absent(&mut *dst, &ids).map_err(|e| dst_fail(None, &e))?;
     let bar = progress::events(ctx);

@@ -128,9 +128,25 @@ pub fn pg_err(e: postgres::Error) -> Error {
         _ => Error::new(
             Status::Io,
             Rule::PostgresConnect,
-            format!("PostgreSQL connection failed: {e}"),
+            format!("PostgreSQL connection failed: {}", with_causes(&e)),
         ),
     }
+}
+
+/// `e` and the errors under it: "error connecting to server: Connection
+/// refused (os error 111)".
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// Whether `e` is a lock wait that ran out (`lock_timeout`).

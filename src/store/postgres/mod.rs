@@ -120,6 +120,22 @@ pub fn parse_url(url: &str) -> Result<postgres::Config> {
     Ok(config)
 }
 
+/// How `url` is shown in messages: `postgresql://host:port/db`, without
+/// user, password or parameters (for a URL that does not parse, the text
+/// without what comes before an `@` or from a `?`). Two URLs of the same
+/// database show the same.
+pub fn printable_url(url: &str) -> String {
+    match parse_url(url) {
+        Ok(config) => format!("postgresql://{}", conn::target(&config)),
+        Err(_) => {
+            let (scheme, rest) = url.split_once("://").unwrap_or(("postgresql", url));
+            let rest = rest.split_once('@').map_or(rest, |(_, r)| r);
+            let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+            format!("{scheme}://{rest}")
+        }
+    }
+}
+
 impl PostgresBackend {
     /// Open the store in `schema` of the database at `url` as a writer:
     /// the schema and its tables are created when absent (or empty); a
@@ -166,7 +182,11 @@ impl PostgresBackend {
                 Error::new(
                     Status::Io,
                     Rule::PostgresConnect,
-                    format!("cannot connect to PostgreSQL at {}: {e}", self.target),
+                    format!(
+                        "cannot connect to PostgreSQL at {}: {}",
+                        self.target,
+                        conn::with_causes(&e)
+                    ),
                 )
             })?;
             let settings = if self.read_only {
