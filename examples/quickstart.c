@@ -72,12 +72,17 @@ int main(int argc, char **argv) {
     dsh_store *store = NULL;
     printf("dsh-session %s (ABI %u)\n", dsh_version(), dsh_abi_version());
 
-    /* An embedded SQLite store; appends are written behind, flush is the barrier. */
+    /* An embedded SQLite store (or, given a postgresql:// URL, a PostgreSQL
+     * one); appends are written behind, flush is the barrier. The path or
+     * URL is put in the JSON as is: keep it free of quotes and backslashes. */
     const char *path = argc > 1 ? argv[1] : "target/quickstart/quickstart.db";
     char config[1024];
-    snprintf(config, sizeof config, "{\"backend\":\"sqlite\",\"path\":\"%s\"}", path);
+    if (strncmp(path, "postgresql://", 13) == 0 || strncmp(path, "postgres://", 11) == 0)
+        snprintf(config, sizeof config, "{\"backend\":\"postgres\",\"url\":\"%s\"}", path);
+    else
+        snprintf(config, sizeof config, "{\"backend\":\"sqlite\",\"path\":\"%s\"}", path);
     check("store_open", dsh_store_open(config, &store, &out), &out);
-    printf("store: %s at %s\n", out.ptr, path);
+    printf("store: %s at %s\n", out.ptr, strncmp(path, "postgres", 8) == 0 ? "the PostgreSQL URL" : path);
     dsh_buf_free(&out);
 
     dsh_session *s = NULL;

@@ -61,6 +61,16 @@ case "$cmd" in
 start)
     ensure_postgres
     bin=$(pg_bin)
+    if [ -f "$dir/env" ] && as_user "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        echo "PostgreSQL already runs in $dir" >&2
+        exit 0
+    fi
+    if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
+        # Only a stopped cluster this script made is thrown away.
+        [ -f "$dir/data/PG_VERSION" ] ||
+            { echo "pg-cluster: $dir is not empty and holds no cluster of this script" >&2; exit 1; }
+        rm -rf "$dir"
+    fi
     if [ "$(id -u)" = 0 ] && ! id "$PG_USER" >/dev/null 2>&1; then
         useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_USER"
     fi
@@ -86,10 +96,15 @@ start)
     echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port ($dir)" >&2
     ;;
 stop)
-    [ -d "$dir/data" ] || exit 0
+    [ -f "$dir/data/PG_VERSION" ] || exit 0
     bin=$(pg_bin)
     as_user "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
-    rm -rf "$dir"
+    if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
+        # Only a stopped cluster this script made is thrown away.
+        [ -f "$dir/data/PG_VERSION" ] ||
+            { echo "pg-cluster: $dir is not empty and holds no cluster of this script" >&2; exit 1; }
+        rm -rf "$dir"
+    fi
     ;;
 *)
     echo "usage: pg-cluster.sh start|stop DIR" >&2

@@ -154,6 +154,9 @@ func TestConfigJSON(t *testing.T) {
 		{Config{}, `{}`},
 		{Config{Backend: SQLite, Path: "/d/x.db"}, `{"backend":"sqlite","path":"/d/x.db"}`},
 		{Config{Backend: JSONL, Path: "/d", Compression: "none", BatchWindow: WriteThrough}, `{"backend":"jsonl","path":"/d","compression":"none","batchWindowMs":0}`},
+		{Config{Backend: Postgres, URL: "postgresql://u@h:5432/db"}, `{"backend":"postgres","url":"postgresql://u@h:5432/db"}`},
+		{Config{Backend: Postgres, URL: "postgresql://u@h:5432/db", Schema: "dsh", BatchWindow: 25 * time.Millisecond}, `{"backend":"postgres","url":"postgresql://u@h:5432/db","schema":"dsh","batchWindowMs":25}`},
+		{Config{Backend: Postgres, URL: "postgresql://u@h/db", Schema: "app_1", ReadOnly: true}, `{"backend":"postgres","url":"postgresql://u@h/db","schema":"app_1","readOnly":true}`},
 		{Config{BatchWindow: 1500 * time.Microsecond}, `{"batchWindowMs":2}`},
 		{Config{Admission: Reference, EventTypes: []string{"myapp/note"}}, `{"admission":"reference","eventTypes":["myapp/note"]}`},
 	} {

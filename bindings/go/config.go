@@ -16,6 +16,10 @@ const (
 	SQLite Backend = "sqlite"
 	// JSONL stores one log per session in a directory (Config.Path).
 	JSONL Backend = "jsonl"
+	// Postgres stores every session in one schema (Config.Schema) of a
+	// PostgreSQL database (Config.URL), which many stores and machines may
+	// share: the server keeps one writer per session.
+	Postgres Backend = "postgres"
 )
 
 // Admission says how a store admits appends (Config.Admission).
@@ -56,8 +60,16 @@ type Config struct {
 	Backend Backend
 	// Path is the SQLite database file or the JSONL directory (required for
 	// those backends). Its parent must be a directory owned by the user and
-	// not shared (not /tmp itself).
+	// not shared (not /tmp itself). Postgres takes URL instead.
 	Path string
+	// URL is the PostgreSQL connection URL, postgresql://user@host:port/db
+	// (required for Postgres, refused by the other backends). Error messages
+	// name host:port/db, never the password.
+	URL string
+	// Schema is the PostgreSQL schema that holds the store's tables, created
+	// on first open; "" means "dsh". 1 to 63 lowercase letters, digits and _,
+	// not starting with a digit or pg_. Postgres only.
+	Schema string
 	// Compression is "zstd" (the default) or "none"; JSONL only.
 	Compression string
 	// BatchWindow is the write-behind window: appends are written in the
@@ -92,13 +104,15 @@ func (c Config) json() ([]byte, error) {
 	return json.Marshal(struct {
 		Backend     Backend   `json:"backend,omitempty"`
 		Path        string    `json:"path,omitempty"`
+		URL         string    `json:"url,omitempty"`
+		Schema      string    `json:"schema,omitempty"`
 		Compression string    `json:"compression,omitempty"`
 		BatchWindow *int64    `json:"batchWindowMs,omitempty"`
 		Admission   Admission `json:"admission,omitempty"`
 		EventTypes  []string  `json:"eventTypes,omitempty"`
 		ReadOnly    bool      `json:"readOnly,omitempty"`
 		Locking     Locking   `json:"locking,omitempty"`
-	}{c.Backend, c.Path, c.Compression, ms, c.Admission, c.EventTypes, c.ReadOnly, c.Locking})
+	}{c.Backend, c.Path, c.URL, c.Schema, c.Compression, ms, c.Admission, c.EventTypes, c.ReadOnly, c.Locking})
 }
 
 // CreateOptions configures Store.Create. The zero value creates an empty

@@ -23,7 +23,9 @@ type Store struct {
 
 // OpenStore opens a store (dsh_store_open). A SQLite or JSONL path may be
 // held by one store at a time, in this process or another: a second store
-// on it fails with ErrConflict (rule store.locked).
+// on it fails with ErrConflict (rule store.locked). A PostgreSQL schema may
+// be shared by many stores; a session has one writer at a time (another
+// store's write to it fails with ErrConflict, rule postgres.session-locked).
 func OpenStore(cfg Config) (*Store, error) {
 	const op = "OpenStore"
 	cfgJSON, err := cfg.json()

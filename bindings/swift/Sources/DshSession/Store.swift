@@ -11,6 +11,9 @@ public struct StoreConfig: Encodable, Hashable, Sendable {
         case sqlite
         /// A directory of per-session JSONL logs.
         case jsonl
+        /// One schema of a PostgreSQL database, which many stores and
+        /// machines may share (the server keeps one writer per session).
+        case postgres
     }
 
     /// JSONL frame encoding.
@@ -28,8 +31,16 @@ public struct StoreConfig: Encodable, Hashable, Sendable {
     }
 
     public var backend: Backend
-    /// The database file (sqlite) or directory (jsonl).
+    /// The database file (sqlite) or directory (jsonl); postgres takes `url`.
     public var path: String?
+    /// postgres only, and required there: the connection URL,
+    /// `postgresql://user@host:port/db`. Error messages name `host:port/db`,
+    /// never the password.
+    public var url: String?
+    /// postgres only: the schema that holds the store's tables, created on
+    /// first open; the library's default is `dsh`. 1 to 63 lowercase letters,
+    /// digits and `_`, not starting with a digit or `pg_`.
+    public var schema: String?
     /// jsonl only; the library's default is `.zstd`.
     public var compression: Compression?
     /// The write-behind window in milliseconds; 0 writes inside each append.
@@ -53,11 +64,14 @@ public struct StoreConfig: Encodable, Hashable, Sendable {
         case shared, exclusive
     }
 
-    public init(backend: Backend, path: String? = nil, compression: Compression? = nil, batchWindowMs: Int? = nil,
+    public init(backend: Backend, path: String? = nil, url: String? = nil, schema: String? = nil,
+                compression: Compression? = nil, batchWindowMs: Int? = nil,
                 admission: Admission? = nil, eventTypes: [String]? = nil, readOnly: Bool? = nil,
                 locking: Locking? = nil) {
         self.backend = backend
         self.path = path
+        self.url = url
+        self.schema = schema
         self.compression = compression
         self.batchWindowMs = batchWindowMs
         self.admission = admission
@@ -86,6 +100,14 @@ public struct StoreConfig: Encodable, Hashable, Sendable {
                              batchWindowMs: Int? = nil, eventTypes: [String]? = nil,
                              admission: Admission? = nil) -> StoreConfig {
         StoreConfig(backend: .jsonl, path: directory, compression: compression, batchWindowMs: batchWindowMs,
+                    admission: admission, eventTypes: eventTypes)
+    }
+
+    /// A schema of a PostgreSQL database (`schema` nil: `dsh`; created when
+    /// missing), e.g. `.postgres(url: "postgresql://app@db.internal:5432/agents")`.
+    public static func postgres(url: String, schema: String? = nil, batchWindowMs: Int? = nil,
+                                eventTypes: [String]? = nil, admission: Admission? = nil) -> StoreConfig {
+        StoreConfig(backend: .postgres, url: url, schema: schema, batchWindowMs: batchWindowMs,
                     admission: admission, eventTypes: eventTypes)
     }
 }
@@ -190,7 +212,7 @@ final class ObserverBox {
 /// (`@unchecked Sendable`: the handle pointer is guarded by a reader-writer
 /// lock, and the library itself makes every call on a handle thread-safe.)
 public final class Store: @unchecked Sendable {
-    /// The backend, as the library reports it (`"memory"`, `"sqlite"`, `"jsonl"`).
+    /// The backend, as the library reports it (`"memory"`, `"sqlite"`, `"jsonl"`, `"postgres"`).
     public let backend: String
 
     private var handle: OpaquePointer?

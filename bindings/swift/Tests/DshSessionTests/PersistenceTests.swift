@@ -113,4 +113,28 @@ final class PersistenceTests: XCTestCase {
         }
         XCTAssertNotNil(error)
     }
+
+    func testPostgresConfigurationJSON() throws {
+        // Encoded as Store(_:) encodes its configuration.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        func json(_ config: StoreConfig) throws -> String {
+            String(decoding: try encoder.encode(config), as: UTF8.self)
+        }
+        XCTAssertEqual(try json(.postgres(url: "postgresql://u@h:5432/db")),
+                       #"{"backend":"postgres","url":"postgresql://u@h:5432/db"}"#)
+        XCTAssertEqual(try json(.postgres(url: "postgresql://u@h:5432/db", schema: "dsh", batchWindowMs: 25)),
+                       #"{"backend":"postgres","batchWindowMs":25,"schema":"dsh","url":"postgresql://u@h:5432/db"}"#)
+        XCTAssertEqual(try json(StoreConfig(backend: .postgres, url: "postgresql://u@h/db", schema: "app_1",
+                                            readOnly: true)),
+                       #"{"backend":"postgres","readOnly":true,"schema":"app_1","url":"postgresql://u@h/db"}"#)
+
+        // The library reads both keys: it checks the schema name before
+        // connecting, and then tries the server (none listens on port 1).
+        let bad = assertDshError(.invalidArgument, "config.invalid") {
+            try Store(.postgres(url: "postgresql://u@127.0.0.1:1/db", schema: "Bad"))
+        }
+        XCTAssertTrue(bad?.message.contains("schema") ?? false, "\(String(describing: bad))")
+        assertDshError(.io, "postgres.connect") { try Store(.postgres(url: "postgresql://u@127.0.0.1:1/db")) }
+    }
 }
