@@ -19,8 +19,9 @@ use crate::error::{Error, Result};
 use crate::json::{Object, Value};
 use crate::rule::Rule;
 
-/// Where a store keeps its sessions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a store keeps its sessions (its `Debug` leaves a PostgreSQL
+/// URL's user, password and parameters out).
+#[derive(Clone, PartialEq, Eq)]
 pub enum BackendConfig {
     /// Sessions live in memory.
     Memory,
@@ -43,6 +44,50 @@ pub enum BackendConfig {
         /// The schema that holds the store's tables (default `dsh`).
         schema: String,
     },
+}
+
+impl std::fmt::Debug for BackendConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendConfig::Memory => f.write_str("Memory"),
+            BackendConfig::Sqlite { path } => f.debug_struct("Sqlite").field("path", path).finish(),
+            BackendConfig::Jsonl { path, zstd } => f
+                .debug_struct("Jsonl")
+                .field("path", path)
+                .field("zstd", zstd)
+                .finish(),
+            BackendConfig::Postgres { url, schema } => f
+                .debug_struct("Postgres")
+                .field("url", &redact_url(url))
+                .field("schema", schema)
+                .finish(),
+        }
+    }
+}
+
+/// A connection URL without what comes before an `@` (user, password)
+/// or from a `?` (parameters), for messages.
+pub(crate) fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("postgresql", url));
+    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    format!("{scheme}://{rest}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_configuration_prints_no_password() {
+        let c =
+            StoreConfig::postgres("postgresql://app:s3cr@t@db:5432/x?password=p2&sslmode=disable");
+        let shown = format!("{c:?}");
+        assert!(shown.contains("postgresql://db:5432/x"), "{shown}");
+        for secret in ["s3cr", "p2", "app", "sslmode"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
 }
 
 /// How a store is opened (the C ABI's `dsh_store_open` configuration).

@@ -79,6 +79,8 @@ pub struct PostgresBackend {
     /// Sessions whose last write failed with its outcome unknown (the
     /// connection was lost around the commit).
     suspect: HashSet<String>,
+    /// The incarnation a creation that failed used, for its retry.
+    retry_incarnation: HashMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -127,12 +129,7 @@ pub fn parse_url(url: &str) -> Result<postgres::Config> {
 pub fn printable_url(url: &str) -> String {
     match parse_url(url) {
         Ok(config) => format!("postgresql://{}", conn::target(&config)),
-        Err(_) => {
-            let (scheme, rest) = url.split_once("://").unwrap_or(("postgresql", url));
-            let rest = rest.split_once('@').map_or(rest, |(_, r)| r);
-            let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
-            format!("{scheme}://{rest}")
-        }
+        Err(_) => crate::store::config::redact_url(url),
     }
 }
 
@@ -165,6 +162,7 @@ impl PostgresBackend {
             locks: HashSet::new(),
             known: HashMap::new(),
             suspect: HashSet::new(),
+            retry_incarnation: HashMap::new(),
         };
         backend.client()?;
         Ok(backend)
@@ -297,10 +295,10 @@ impl PostgresBackend {
                 .get(*parent)
                 .is_some_and(|k| k.len >= *len && events[0].seq < *len)
         });
-        let incarnation = match self.known.get(&id) {
-            Some(k) if materialize => k.incarnation.clone(),
-            _ if materialize => crate::store::uuid::new_uuid()?,
-            _ => String::new(),
+        let incarnation = match self.retry_incarnation.get(&id) {
+            _ if !materialize => String::new(),
+            Some(i) => i.clone(),
+            None => crate::store::uuid::new_uuid()?,
         };
         let parent = copy.map(|(p, len)| (p, len, self.known[p].incarnation.clone()));
         let suspect = self.suspect.contains(&id);
@@ -321,32 +319,19 @@ impl PostgresBackend {
         match self.check(r) {
             Ok(()) => {
                 self.suspect.remove(&id);
-                let next = events[0].seq + events.len() as u64;
-                match self.known.get_mut(&id) {
-                    Some(k) if !materialize => k.len = next,
-                    Some(_) | None if materialize => {
-                        self.known.insert(
-                            id,
-                            Known {
-                                incarnation,
-                                len: next,
-                            },
-                        );
-                    }
-                    _ => {}
+                let len = events[0].seq + events.len() as u64;
+                if materialize {
+                    self.retry_incarnation.remove(&id);
+                    self.known.insert(id, Known { incarnation, len });
+                } else if let Some(k) = self.known.get_mut(&id) {
+                    k.len = len;
                 }
                 Ok(())
             }
             Err(e) => {
-                if materialize && !self.known.contains_key(&id) {
-                    // A retry must find the same incarnation.
-                    self.known.insert(
-                        id.clone(),
-                        Known {
-                            incarnation,
-                            len: 0,
-                        },
-                    );
+                if materialize {
+                    // A retry of this creation must find its own row.
+                    self.retry_incarnation.insert(id.clone(), incarnation);
                 }
                 match e.rule {
                     Rule::PostgresConnect => {

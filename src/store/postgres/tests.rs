@@ -425,8 +425,11 @@ fn a_batch_whose_commit_was_lost_is_not_written_twice() {
     f.sql("DELETE FROM $S.events; DELETE FROM $S.sessions");
     let mut b = super::PostgresBackend::open(&f.url, &f.schema).unwrap();
     b.append(&header, &events[..3], true).unwrap();
-    // Its outcome was lost with the connection: a retry of the same
-    // events, or of more of them, finds its own rows and goes on.
+    // Its outcome was lost with the connection (as the backend records a
+    // creation that failed so): a retry of the same events, or of more of
+    // them, finds its own rows and goes on.
+    let incarnation = b.known["s"].incarnation.clone();
+    b.retry_incarnation.insert("s".to_string(), incarnation);
     b.suspect.insert("s".to_string());
     b.append(&header, &events[..4], true).unwrap();
     assert_eq!(
