@@ -10,7 +10,9 @@ use std::ptr;
 
 use ::dsh_session::json::Value;
 use ::dsh_session_ffi::*;
-use support::{c, call, parse, rule, strip_time, temp_dir, Session, Store};
+use support::{
+    c, call, fresh_schema, parse, postgres_url, rule, strip_time, temp_dir, Session, Store,
+};
 
 /// Appends the same generated events to every session it is given.
 struct Gen {
@@ -358,6 +360,24 @@ fn a_windowed_sqlite_session_matches_a_full_twin() {
 }
 
 #[test]
+fn a_windowed_postgres_session_matches_a_full_twin() {
+    let Some(config) = postgres_config() else {
+        return;
+    };
+    windowed_matches_a_full_twin(&config, "win-postgres");
+}
+
+/// A PostgreSQL store in a fresh schema, when a server is given.
+fn postgres_config() -> Option<String> {
+    let url = postgres_url()?;
+    Some(format!(
+        r#"{{"backend":"postgres","url":{},"schema":"{}"}}"#,
+        Value::str(&url).to_json(),
+        fresh_schema()
+    ))
+}
+
+#[test]
 fn window_options_are_checked() {
     let dir = temp_dir("win-options");
     let store = Store::open(&format!(
@@ -515,7 +535,8 @@ fn a_windowed_open_repairs_like_a_full_open() {
 /// opened again, fully and windowed, the child is the one the fork made.
 #[test]
 fn a_fork_of_a_long_session_is_written_in_pieces_and_reads_back() {
-    for (config, tag) in [
+    let postgres = postgres_config();
+    let mut configs = vec![
         (r#"{"backend":"jsonl","path":"DIR"}"#, "fork-long-jsonl"),
         (
             r#"{"backend":"jsonl","path":"DIR","compression":"none"}"#,
@@ -525,7 +546,11 @@ fn a_fork_of_a_long_session_is_written_in_pieces_and_reads_back() {
             r#"{"backend":"sqlite","path":"DIR/s.db"}"#,
             "fork-long-sqlite",
         ),
-    ] {
+    ];
+    if let Some(c) = &postgres {
+        configs.push((c.as_str(), "fork-long-postgres"));
+    }
+    for (config, tag) in configs {
         let dir = temp_dir(tag);
         let config = config.replace("DIR", &dir.display().to_string());
         let store = Store::open(&config).unwrap();
