@@ -350,6 +350,16 @@ impl Store {
         Ok(live)
     }
 
+    /// Write what is queued for `id`; a conflict (the stored log moved on
+    /// under another writer) drops it, since no retry could write it.
+    pub(crate) fn drain(&self, id: &str) -> Result<()> {
+        let result = self.writer.flush(id);
+        if result.as_ref().is_err_and(|e| e.status == Status::Conflict) {
+            self.writer.discard(id);
+        }
+        result
+    }
+
     pub(crate) fn release(&self, id: &str) {
         self.writer.forget(id);
         self.lock().live.remove(id);
@@ -375,6 +385,13 @@ impl Store {
         self.check_not_live(id, Rule::LoadLivePrepare, "open")?;
         if self.read_only {
             return self.open_for_reading(id);
+        }
+        // Events an earlier handle left queued (its close failed to write
+        // them) go first, or the open fails: the log read below must be
+        // what the queue continues.
+        match self.drain(id) {
+            Err(e) if e.status != Status::Conflict => return Err(e),
+            _ => {}
         }
         if let Some(keep) = window {
             if let Some(opened) = self.open_streaming(id, keep)? {

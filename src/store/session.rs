@@ -221,14 +221,16 @@ impl LiveSession {
 
     /// Drain pending writes and release the session. A second close reports
     /// `DSH_E_CLOSED`. When the drain fails the session is released anyway
-    /// and the error is returned (its events stay queued in the store, which
-    /// retries them at its next flush).
+    /// and the error is returned: its events stay queued in the store,
+    /// which retries them at its next flush, unless the failure was a
+    /// conflict (another writer moved the stored log on), which no retry
+    /// can resolve: those events, never acknowledged, are dropped.
     pub fn close(&self) -> Result<()> {
         let session = self.lock()?.take();
         if session.is_none() {
             return Err(closed(&self.id));
         }
-        let result = self.store.writer().flush(&self.id);
+        let result = self.store.drain(&self.id);
         self.store.release(&self.id);
         self.notify(Notice::Disposed);
         result
@@ -239,7 +241,7 @@ impl Drop for LiveSession {
     fn drop(&mut self) {
         let open = self.state.get_mut().map(|s| s.is_some()).unwrap_or(true);
         if open {
-            let _ = self.store.writer().flush(&self.id);
+            let _ = self.store.drain(&self.id);
             self.store.release(&self.id);
         }
     }

@@ -257,7 +257,7 @@ impl Writer {
     /// to write for it, the backend may release what it holds for it.
     pub fn forget(&self, id: &str) {
         let mut st = self.shared.lock();
-        if st.sessions.get(id).is_some_and(Pending::is_empty) {
+        if st.sessions.get(id).is_none_or(Pending::is_empty) {
             st.sessions.remove(id);
             drop(st);
             // A round writing its last batch holds the backend until done.
