@@ -497,29 +497,60 @@ impl Store {
             r.set_window(source.clone(), keep);
             Ok(r)
         };
-        let mut restoring: Option<Restoring> = None;
-        let mut push = |header: &Value, batch: Vec<Stored>| -> Result<()> {
-            let r = match &mut restoring {
-                Some(r) => r,
-                None => restoring.insert(start(header)?),
+        // Two stages: this thread reads and decodes the stored log (the
+        // backend's streaming read), a worker checks and folds each batch
+        // as it comes, so the open keeps both cores busy as a full open
+        // does. Anything unusual leaves the open to the whole-log path.
+        let (streamed, restoring) = std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(Option<Value>, Vec<Stored>)>(2);
+            let worker = scope.spawn(move || -> Result<Option<Restoring>> {
+                let mut restoring: Option<Restoring> = None;
+                for (header, batch) in rx {
+                    let r = match (&mut restoring, header) {
+                        (Some(r), _) => r,
+                        (None, Some(h)) => restoring.insert(start(&h)?),
+                        (None, None) => return Ok(None),
+                    };
+                    for item in batch {
+                        let e = fast_event(item).map_err(|_| {
+                            Error::new(Status::Internal, Rule::OpenNotStreamable, "an older format")
+                        })?;
+                        upgrade::check_known_types(
+                            id,
+                            std::iter::once(&*e),
+                            &self.policy.vocabulary,
+                        )?;
+                        r.push(e)?;
+                    }
+                    r.evict_old();
+                }
+                Ok(restoring)
+            });
+            let mut first = true;
+            let mut send = |header: &Value, batch: Vec<Stored>| -> Result<()> {
+                let header = std::mem::take(&mut first).then(|| header.clone());
+                tx.send((header, batch)).map_err(|_| {
+                    Error::new(
+                        Status::Internal,
+                        Rule::OpenNotStreamable,
+                        "the fold stopped",
+                    )
+                })
             };
-            for item in batch {
-                let e = fast_event(item).map_err(|_| {
-                    Error::new(Status::Internal, Rule::OpenNotStreamable, "an older format")
-                })?;
-                upgrade::check_known_types(id, std::iter::once(&*e), &self.policy.vocabulary)?;
-                r.push(e)?;
-            }
-            r.evict_old();
-            Ok(())
-        };
-        let mut backend = lock_backend(&self.backend);
-        let Some(reads) = backend.range_reads() else {
-            return Ok(None);
-        };
-        let streamed = reads.load_streaming(id, &mut push);
-        drop(backend);
-        let Ok(Some(streamed)) = streamed else {
+            let streamed = {
+                let mut backend = lock_backend(&self.backend);
+                match backend.range_reads() {
+                    Some(reads) => reads.load_streaming(id, &mut send),
+                    None => Ok(None),
+                }
+            };
+            drop(tx);
+            let restoring = worker
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (streamed, restoring)
+        });
+        let (Ok(Some(streamed)), Ok(restoring)) = (streamed, restoring) else {
             return Ok(None);
         };
         let restoring = match restoring {
