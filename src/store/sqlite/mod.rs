@@ -633,27 +633,22 @@ impl RangeReads for SqliteBackend {
             ))
             .map_err(sql_err)?;
         let mut next = 0u64;
+        let mut page = RowBuf::default();
         loop {
             let mut q = stmt
                 .query((Wtf8(id.as_bytes()), next.min(i64::MAX as u64) as i64))
                 .map_err(sql_err)?;
-            let mut batch = Vec::new();
-            let mut rows_read = 0;
+            page.clear();
             while let Some(row) = q.next().map_err(sql_err)? {
-                rows_read += 1;
-                let row = RawRow::from_row(row)?;
-                let Ok(events) = rows::decode(&row) else {
-                    return Ok(None);
-                };
-                if row.seq != next || events.is_empty() {
-                    return Ok(None);
-                }
-                next += events.len() as u64;
-                batch.extend(events);
+                page.push(&RawRow::from_row(row)?);
             }
-            if rows_read == 0 {
+            if page.is_empty() {
                 break;
             }
+            let Some(batch) = load::decode_page(&page, next) else {
+                return Ok(None);
+            };
+            next += batch.len() as u64;
             sink(&session.header, batch)?;
         }
         drop(stmt);
