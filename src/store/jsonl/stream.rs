@@ -48,11 +48,33 @@ fn hand_on(
     Ok(true)
 }
 
+/// What the reading thread hands the scanning one, in file order.
+enum Msg {
+    /// The header line (raw) or the header frame's plaintext (zstd).
+    Header(Vec<u8>),
+    /// A line starts at this file offset (a resync point).
+    Mark(u64),
+    /// Decoded log text, continuing the last.
+    Plain(Vec<u8>),
+    /// The end of the file: whether every byte read was decoded and the
+    /// last frame finished.
+    End(bool),
+    /// Something a streaming read does not take (no header, bad magic,
+    /// bad data): the whole read names it.
+    Unclean,
+    /// A read failed.
+    Failed(crate::error::Error),
+}
+
 /// Stream the events of the log at `path` to `sink` in batches. `check`
 /// runs on the header before any event is read. `Ok(None)`: the log is
 /// not clean (or changed while read, as `reading` counts a change; a
 /// reader reads the bytes the first stat saw); nothing about it is
 /// decided here.
+///
+/// Two threads: a reading one reads the file and decodes its frames
+/// while this one scans the text and hands the events on, so the read
+/// of a zstd log keeps both cores busy.
 pub fn stream_log(
     path: &Path,
     compression: Compression,
@@ -71,9 +93,91 @@ pub fn stream_log(
         Reading::Stable => u64::MAX,
         Reading::Prefix => first.size(),
     };
-    let mut file = opened.take(limit);
+    let file = opened.take(limit);
+    let scanned = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(2);
+        scope.spawn(move || {
+            let end = match produce(file, path, compression, &tx) {
+                Ok(Some(clean)) => Msg::End(clean),
+                Ok(None) => Msg::Unclean,
+                Err(e) => Msg::Failed(e),
+            };
+            let _ = tx.send(end);
+        });
+        // Dropping `rx` on the way out stops the reading thread.
+        consume(rx, path, check, sink)
+    })?;
+    let Some((header, marks)) = scanned else {
+        return Ok(None);
+    };
+    let after = faults::hit(Point::StreamRestat, path).and_then(|()| std::fs::metadata(path));
+    let after = after.map_err(|e| io_error(Rule::IoStat, path, &e))?;
+    let unchanged = match reading {
+        Reading::Stable => revision_of(&after) == before,
+        Reading::Prefix => {
+            (after.dev(), after.ino()) == (first.dev(), first.ino()) && after.size() >= first.size()
+        }
+    };
+    Ok(unchanged.then_some(StreamEnd {
+        header,
+        revision: before,
+        marks,
+    }))
+}
+
+/// The scanning side: the header, then the text, into events handed to
+/// `sink`; the header and resync points when the log is clean.
+fn consume(
+    rx: std::sync::mpsc::Receiver<Msg>,
+    path: &Path,
+    check: impl FnOnce(&Value) -> Result<()>,
+    sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
+) -> Result<Option<(Value, Marks)>> {
+    let mut scanner = Scanner::new();
+    let mut marks = Marks::default();
+    let header = match rx.recv() {
+        Ok(Msg::Header(text)) => match read_header(&text, path, Mode::Load)? {
+            Some(h) => h,
+            None => return Ok(None),
+        },
+        Ok(Msg::Failed(e)) => return Err(e),
+        _ => return Ok(None),
+    };
+    check(&header)?;
+    loop {
+        match rx.recv() {
+            Ok(Msg::Mark(offset)) => marks.add_at_line_start(&scanner, offset),
+            Ok(Msg::Plain(text)) => {
+                scanner.feed(&text)?;
+                if !hand_on(&mut scanner, &header, sink)? {
+                    return Ok(None);
+                }
+            }
+            // Clean: every byte decoded, the last frame finished, the last
+            // line complete and accepted.
+            Ok(Msg::End(true))
+                if scanner.at_line_start() && scanner.committed == scanner.consumed =>
+            {
+                return Ok(Some((header, marks)));
+            }
+            Ok(Msg::Failed(e)) => return Err(e),
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// The reading side: read `file` a block at a time and send the header,
+/// then the log text with the offsets where lines may start. `Some(clean)`
+/// at the end of the file; `None` when the log is not one a streaming read
+/// takes, or the scanning side stopped.
+fn produce(
+    mut file: impl std::io::Read,
+    path: &Path,
+    compression: Compression,
+    tx: &std::sync::mpsc::SyncSender<Msg>,
+) -> Result<Option<bool>> {
+    let send = |m: Msg| tx.send(m).is_ok();
     let mut block = vec![0u8; READ_BLOCK];
-    let mut plain = Vec::with_capacity(READ_BLOCK);
     let mut decoder = StreamDecoder::new()?;
     // At the start of a zstd frame (after the header frame's end, and after
     // each frame the decoder finished).
@@ -81,63 +185,57 @@ pub fn stream_log(
     let mut pending: Vec<u8> = Vec::new();
     // File offset of `pending[0]`.
     let mut at = 0u64;
-    let mut header: Option<Value> = None;
-    let mut check = Some(check);
-    let mut scanner = Scanner::new();
-    let mut marks = Marks::default();
+    let mut header_done = false;
     loop {
         let n = fill_from(&mut file, &mut block, path)?;
         let eof = n == 0;
         pending.extend_from_slice(&block[..n]);
         let mut used = 0;
-        if header.is_none() {
-            let line_end = match compression {
-                Compression::None => memchr(b'\n', &pending).map(|i| (0..i + 1, i + 1)),
-                Compression::Zstd => {
-                    let frames = scan_frames(&pending, Some(1))?;
-                    match frames.complete.first() {
-                        Some(r) => {
-                            let plain =
-                                decode_frame(&pending[r.clone()], Rule::ZstdFrameDecode, 0)?;
-                            if memchr(b'\n', &plain) != Some(plain.len().wrapping_sub(1)) {
-                                return Ok(None);
-                            }
-                            let end = r.end;
-                            let h = read_header(&plain, path, Mode::Load)?;
-                            header = h;
-                            Some((0..0, end))
-                        }
-                        None => None,
-                    }
+        if !header_done {
+            let found = match compression {
+                Compression::None => {
+                    memchr(b'\n', &pending).map(|i| (pending[..i + 1].to_vec(), i + 1))
                 }
+                Compression::Zstd => match scan_frames(&pending, Some(1))?.complete.first() {
+                    Some(r) => {
+                        let plain = decode_frame(&pending[r.clone()], Rule::ZstdFrameDecode, 0)?;
+                        if memchr(b'\n', &plain) != Some(plain.len().wrapping_sub(1)) {
+                            return Ok(None);
+                        }
+                        Some((plain, r.end))
+                    }
+                    None => None,
+                },
             };
-            let Some((line, end)) = line_end else {
+            let Some((text, end)) = found else {
                 if eof {
                     return Ok(None);
                 }
                 continue;
             };
-            if compression == Compression::None {
-                header = read_header(&pending[line], path, Mode::Load)?;
-            }
-            let Some(h) = &header else {
+            if !send(Msg::Header(text)) {
                 return Ok(None);
-            };
-            (check.take().expect("checked once"))(h)?;
+            }
+            header_done = true;
             used = end;
         }
-        let h = header.as_ref().expect("read above");
         match compression {
             Compression::None => {
-                marks.add_at_line_start(&scanner, at + used as u64);
-                scanner.feed(&pending[used..])?;
+                let text = pending[used..].to_vec();
+                if !send(Msg::Mark(at + used as u64)) || !send(Msg::Plain(text)) {
+                    return Ok(None);
+                }
                 used = pending.len();
             }
             Compression::Zstd => {
                 // Frames are decoded as their bytes arrive, never held
                 // whole (a frame written by another writer may hold a whole
-                // session); their events are handed on as they come.
+                // session); their text is handed on as it comes.
                 let mut input = InBuffer::around(&pending[used..]);
+                // The last decode filled its buffer: the decoder may hold
+                // more text even when the input is used up.
+                let mut full = false;
+                let mut plain = Vec::with_capacity(READ_BLOCK);
                 loop {
                     let rest = &pending[used + input.pos()..];
                     if frame_start {
@@ -147,17 +245,25 @@ pub fn stream_log(
                         if rest[..4] != MAGIC.to_le_bytes() {
                             return Ok(None); // the whole read names it
                         }
-                        let offset = at + (used + input.pos()) as u64;
-                        marks.add_at_line_start(&scanner, offset);
-                    } else if rest.is_empty() && plain.len() < plain.capacity() {
+                        if !send(Msg::Mark(at + (used + input.pos()) as u64)) {
+                            return Ok(None);
+                        }
+                    } else if rest.is_empty() && !full {
                         break; // the decoder holds no more text: read on
                     }
                     // Bad data is for the whole read to name.
                     let Ok(ended) = decoder.decode(&mut input, &mut plain, 0) else {
                         return Ok(None);
                     };
-                    scanner.feed(&plain)?;
-                    if !hand_on(&mut scanner, h, sink)? {
+                    full = plain.len() == plain.capacity();
+                    // A small piece (a frame of one step) goes as a copy, a
+                    // large one as the buffer itself.
+                    let text = if plain.len() < READ_BLOCK / 4 {
+                        plain.clone()
+                    } else {
+                        std::mem::replace(&mut plain, Vec::with_capacity(READ_BLOCK))
+                    };
+                    if !text.is_empty() && !send(Msg::Plain(text)) {
                         return Ok(None);
                     }
                     frame_start = ended;
@@ -167,34 +273,9 @@ pub fn stream_log(
         }
         pending.drain(..used);
         at += used as u64;
-        if !hand_on(&mut scanner, h, sink)? {
-            return Ok(None);
-        }
         if eof {
-            break;
+            return Ok(Some(pending.is_empty() && frame_start));
         }
-    }
-    // Clean: every byte decoded, the last frame finished, the last line
-    // complete and accepted.
-    let clean = pending.is_empty()
-        && frame_start
-        && scanner.at_line_start()
-        && scanner.committed == scanner.consumed;
-    let after = faults::hit(Point::StreamRestat, path).and_then(|()| std::fs::metadata(path));
-    let after = after.map_err(|e| io_error(Rule::IoStat, path, &e))?;
-    let unchanged = match reading {
-        Reading::Stable => revision_of(&after) == before,
-        Reading::Prefix => {
-            (after.dev(), after.ino()) == (first.dev(), first.ino()) && after.size() >= first.size()
-        }
-    };
-    match header {
-        Some(header) if clean && unchanged => Ok(Some(StreamEnd {
-            header,
-            revision: before,
-            marks,
-        })),
-        _ => Ok(None),
     }
 }
 
