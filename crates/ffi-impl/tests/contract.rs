@@ -37,15 +37,11 @@ impl Fixture {
                 );
                 (config, true, Some(dir))
             }
-            "postgres" => {
-                let url = postgres_url().expect("checked by available()");
-                let config = format!(
-                    "{{\"backend\":\"postgres\",\"url\":{},\"schema\":\"{}\"}}",
-                    Value::str(&url).to_json(),
-                    fresh_schema()
-                );
-                (config, true, None)
-            }
+            "postgres" => (
+                postgres_config("").expect("checked by available()"),
+                true,
+                None,
+            ),
             other => panic!("unknown backend {other}"),
         };
         Fixture {

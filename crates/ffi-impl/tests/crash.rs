@@ -330,12 +330,9 @@ fn sigkill_during_write_behind_keeps_every_acknowledged_event_postgres() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let Some(url) = postgres_url() else { return };
-    let config = format!(
-        r#"{{"backend":"postgres","url":{},"schema":"{}","batchWindowMs":5}}"#,
-        Value::str(&url).to_json(),
-        fresh_schema()
-    );
+    let Some(config) = postgres_config(r#","batchWindowMs":5"#) else {
+        return;
+    };
     // One schema for all trials: every kill and reopen grows one log.
     crash_trials(&config, trials().min(30));
 }

@@ -87,12 +87,9 @@ fn processes_racing_as_writers_leave_one_contiguous_log() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let Some(url) = postgres_url() else { return };
-    let config = format!(
-        r#"{{"backend":"postgres","url":{},"schema":"{}","batchWindowMs":5}}"#,
-        Value::str(&url).to_json(),
-        fresh_schema()
-    );
+    let Some(config) = postgres_config(r#","batchWindowMs":5"#) else {
+        return;
+    };
     {
         let store = Store::open(&config).unwrap();
         let s = store.create(r#"{"id":"race"}"#).unwrap();

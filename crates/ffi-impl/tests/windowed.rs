@@ -10,9 +10,7 @@ use std::ptr;
 
 use ::dsh_session::json::Value;
 use ::dsh_session_ffi::*;
-use support::{
-    c, call, fresh_schema, parse, postgres_url, rule, strip_time, temp_dir, Session, Store,
-};
+use support::{c, call, parse, postgres_config, rule, strip_time, temp_dir, Session, Store};
 
 /// Appends the same generated events to every session it is given.
 struct Gen {
@@ -361,20 +359,10 @@ fn a_windowed_sqlite_session_matches_a_full_twin() {
 
 #[test]
 fn a_windowed_postgres_session_matches_a_full_twin() {
-    let Some(config) = postgres_config() else {
+    let Some(config) = postgres_config("") else {
         return;
     };
     windowed_matches_a_full_twin(&config, "win-postgres");
-}
-
-/// A PostgreSQL store in a fresh schema, when a server is given.
-fn postgres_config() -> Option<String> {
-    let url = postgres_url()?;
-    Some(format!(
-        r#"{{"backend":"postgres","url":{},"schema":"{}"}}"#,
-        Value::str(&url).to_json(),
-        fresh_schema()
-    ))
 }
 
 #[test]
@@ -535,7 +523,7 @@ fn a_windowed_open_repairs_like_a_full_open() {
 /// opened again, fully and windowed, the child is the one the fork made.
 #[test]
 fn a_fork_of_a_long_session_is_written_in_pieces_and_reads_back() {
-    let postgres = postgres_config();
+    let postgres = postgres_config("");
     let mut configs = vec![
         (r#"{"backend":"jsonl","path":"DIR"}"#, "fork-long-jsonl"),
         (

@@ -352,3 +352,16 @@ pub fn fresh_schema() -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// A PostgreSQL store configuration in a fresh schema of the test server,
+/// with `extra` members (`,"batchWindowMs":5`), or `None` (skipped, as
+/// [`postgres_url`] says).
+#[allow(dead_code)]
+pub fn postgres_config(extra: &str) -> Option<String> {
+    let url = postgres_url()?;
+    Some(format!(
+        r#"{{"backend":"postgres","url":{},"schema":"{}"{extra}}}"#,
+        Value::str(&url).to_json(),
+        fresh_schema()
+    ))
+}
