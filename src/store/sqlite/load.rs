@@ -80,42 +80,19 @@ fn decode(batch: &RowBuf) -> Decoded {
     d
 }
 
-/// Pages of at least this many rows decode in two halves, the second on a
-/// scoped thread (a streaming read's page; the engine folds on a third).
-const PAGE_SPLIT_FROM: usize = 256;
-
 /// The events of a page of rows that continues the log at `next`, in
 /// order, or `None` when a row does not decode or breaks contiguity (the
 /// whole-log read then decides and reports).
-pub(super) fn decode_page(page: &RowBuf, next: u64) -> Option<Vec<Stored>> {
-    fn run(rows: &[RawRow<'_>], mut next: u64) -> Option<(Vec<Stored>, u64)> {
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let n = rows::decode_into(row, &mut out).ok()?;
-            if row.seq != next || n == 0 {
-                return None;
-            }
-            next += n as u64;
+pub(super) fn decode_page(page: &RowBuf, mut next: u64) -> Option<Vec<Stored>> {
+    let mut out = Vec::with_capacity(page.len());
+    for row in page.iter() {
+        let n = rows::decode_into(&row, &mut out).ok()?;
+        if row.seq != next || n == 0 {
+            return None;
         }
-        Some((out, next))
+        next += n as u64;
     }
-    let rows: Vec<RawRow<'_>> = page.iter().collect();
-    if rows.len() < PAGE_SPLIT_FROM {
-        return run(&rows, next).map(|(events, _)| events);
-    }
-    let (a, b) = rows.split_at(rows.len() / 2);
-    // The second half starts where the first one's last row says.
-    let b_next = b[0].seq;
-    let (first, second) = std::thread::scope(|s| {
-        let second = s.spawn(|| run(b, b_next));
-        (run(a, next), second.join().ok().flatten())
-    });
-    let ((mut events, end), (rest, _)) = (first?, second?);
-    if end != b_next {
-        return None;
-    }
-    events.extend(rest);
-    Some(events)
+    Some(out)
 }
 
 /// `scanRows` over every row of session `id` (`conn` inside a transaction).

@@ -147,3 +147,38 @@ fn a_range_read_is_the_slice_of_a_whole_read() {
         assert_eq!(got, want, "{from}..{to}");
     }
 }
+
+/// A streaming read (windowed open): every event of the whole read, in
+/// order, in batches; a gap or a row that does not decode, far into the
+/// log, and an absent session answer `None` (the whole read decides).
+#[test]
+fn a_streaming_read_is_the_whole_read_or_declines() {
+    let events = long_log(3_000, 5);
+    let dir = stored("long-stream", &events);
+    let stream = |b: &mut SqliteBackend, id: &str| {
+        let mut got = Vec::new();
+        let mut batches = 0;
+        let end = b
+            .load_streaming(id, &mut |_, batch| {
+                batches += 1;
+                got.extend(batch);
+                Ok(())
+            })
+            .unwrap();
+        end.map(|_| (got, batches))
+    };
+    let mut b = open(&dir.db());
+    let (got, batches) = stream(&mut b, "s").expect("a clean log streams");
+    assert_eq!(got, values(&events));
+    assert!(batches > 1, "{batches} batches");
+    assert!(stream(&mut b, "absent").is_none());
+    drop(b);
+    raw(&dir.db())
+        .execute_batch("UPDATE events SET source_event_seqs = X'80' WHERE seq = 6001")
+        .unwrap();
+    assert!(stream(&mut open(&dir.db()), "s").is_none());
+    raw(&dir.db())
+        .execute_batch("DELETE FROM events WHERE seq = 6001")
+        .unwrap();
+    assert!(stream(&mut open(&dir.db()), "s").is_none());
+}
