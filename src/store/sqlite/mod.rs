@@ -4,7 +4,8 @@
 //! * `file`: path rules, exclusive creation, the single-writer `flock`;
 //! * `schema`: the exact DDL, open-time checks, re-validation per write;
 //! * `sessions`: the `sessions` table (header columns, revision);
-//! * `rows`: the `events` rows (encoding, decoding, physical scan).
+//! * `rows`: the `events` rows (encoding, decoding, physical scan);
+//! * `stream`: the streaming read of a windowed open.
 //!
 //! Revision strings are `file:<dev>:<ino>:<birthtimeNs>:store:<store_id>:
 //! incarnation:<uuid>:revision:<n>` (`memory:store:<store_id>:…` for
@@ -21,6 +22,7 @@ mod row_buf;
 mod rows;
 mod schema;
 mod sessions;
+mod stream;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -414,62 +416,6 @@ fn insert_records(
     Ok(())
 }
 
-/// What the reading thread of a streaming read hands on, in order.
-enum Page {
-    /// The session row (sent first).
-    Session(SessionRow),
-    /// A page of rows, in seq order.
-    Rows(RowBuf),
-    /// Every row read: the read transaction's `data_version`.
-    End(i64),
-    /// A read failed.
-    Failed(Error),
-}
-
-/// The reading side of a streaming read: in one read transaction, the
-/// session row of `id`, then its rows a page at a time (each page after
-/// the last row's seq: rows never overlap). `Ok(None)`: no such session,
-/// or the other side stopped.
-fn read_pages(
-    conn: &mut Connection,
-    id: &[u8],
-    pages: &std::sync::mpsc::SyncSender<Page>,
-    reuse: &std::sync::mpsc::Receiver<RowBuf>,
-) -> Result<Option<i64>> {
-    let tx = conn.transaction().map_err(sql_err)?;
-    let Some(session) = sessions::select(&tx, id)? else {
-        return Ok(None);
-    };
-    if pages.send(Page::Session(session)).is_err() {
-        return Ok(None);
-    }
-    let mut stmt = tx
-        .prepare_cached(&format!(
-            "SELECT {} FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT {STREAM_PAGE}",
-            rows::COLUMNS
-        ))
-        .map_err(sql_err)?;
-    let mut after = -1i64;
-    loop {
-        let mut page = reuse.try_recv().unwrap_or_default();
-        page.clear();
-        let mut q = stmt.query((Wtf8(id), after)).map_err(sql_err)?;
-        while let Some(row) = q.next().map_err(sql_err)? {
-            let row = RawRow::from_row(row)?;
-            after = row.seq as i64;
-            page.push(&row);
-        }
-        if page.is_empty() {
-            break;
-        }
-        if pages.send(Page::Rows(page)).is_err() {
-            return Ok(None);
-        }
-    }
-    drop(stmt);
-    load::commit_read(tx).map(Some)
-}
-
 /// Tells the helper a job is over when the append returns, however it does.
 struct Finish<'j>(Option<&'j ahead::Job>);
 
@@ -676,45 +622,7 @@ impl RangeReads for SqliteBackend {
         id: &str,
         sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
     ) -> Result<Option<Streamed>> {
-        // One read transaction over pages of rows, read on a thread of its
-        // own while this one decodes the page before and hands it on; any
-        // row that does not decode, or a gap, leaves the decision to the
-        // whole-log read.
-        let conn = &mut self.conn;
-        let streamed = std::thread::scope(|scope| -> Result<Option<(SessionRow, u64, i64)>> {
-            let (pages, rx) = std::sync::mpsc::sync_channel::<Page>(2);
-            let (spent, reuse) = std::sync::mpsc::channel::<RowBuf>();
-            scope.spawn(move || {
-                let end = match read_pages(conn, id.as_bytes(), &pages, &reuse) {
-                    Ok(Some(data_version)) => Page::End(data_version),
-                    Ok(None) => return,
-                    Err(e) => Page::Failed(e),
-                };
-                let _ = pages.send(end);
-            });
-            let session = match rx.recv() {
-                Ok(Page::Session(s)) => s,
-                Ok(Page::Failed(e)) => return Err(e),
-                _ => return Ok(None),
-            };
-            let mut next = 0u64;
-            loop {
-                match rx.recv() {
-                    Ok(Page::Rows(page)) => {
-                        let Some(batch) = load::decode_page(&page, next) else {
-                            return Ok(None);
-                        };
-                        let _ = spent.send(page);
-                        next += batch.len() as u64;
-                        sink(&session.header, batch)?;
-                    }
-                    Ok(Page::End(data_version)) => return Ok(Some((session, next, data_version))),
-                    Ok(Page::Failed(e)) => return Err(e),
-                    _ => return Ok(None),
-                }
-            }
-        })?;
-        let Some((session, next, data_version)) = streamed else {
+        let Some((session, next, data_version)) = stream::stream(&mut self.conn, id, sink)? else {
             return Ok(None);
         };
         self.read_done(LastScan {
