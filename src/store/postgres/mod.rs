@@ -498,11 +498,11 @@ impl RangeReads for PostgresBackend {
             let Some(session) = rows::select_session(&mut tx, p, id)? else {
                 return Ok(None);
             };
-            let whole = rows::stream_log(&mut tx, p, id, session.next_seq, STREAM_BATCH, |b| {
+            rows::stream_log(&mut tx, p, id, session.next_seq, STREAM_BATCH, |b| {
                 sink(&session.header, b)
             })?;
             tx.commit().map_err(pg_err)?;
-            Ok(whole.then_some(session))
+            Ok(Some(session))
         });
         let Some(session) = self.check(r)? else {
             return Ok(None);

@@ -147,7 +147,7 @@ pub fn select_sessions(c: &mut Client, p: &Prepared) -> Result<Vec<ListedRow>> {
 }
 
 /// One stored event: canonical text kept as is, other text as a value.
-fn decode_event(id: &str, seq: i64, expected: u64, text: &str) -> Result<(Stored, bool)> {
+fn decode_event(id: &str, seq: i64, expected: u64, text: &str) -> Result<Stored> {
     let seq = u64::try_from(seq)
         .map_err(|_| row_event(id, expected, format!("seq {seq} is negative")))?;
     if seq != expected {
@@ -157,12 +157,12 @@ fn decode_event(id: &str, seq: i64, expected: u64, text: &str) -> Result<(Stored
             format!("the log has a gap: expected seq {expected}"),
         ));
     }
-    let (stored, canonical) = if canon::is_canonical(text) {
-        (Stored::Canonical(text.into()), true)
+    let stored = if canon::is_canonical(text) {
+        Stored::Canonical(text.into())
     } else {
         let v = json::parse(text)
             .map_err(|e| row_event(id, seq, format!("event is not JSON: {}", e.message)))?;
-        (Stored::Value(v), false)
+        Stored::Value(v)
     };
     if stored.seq() != Some(seq) {
         return Err(row_event(
@@ -171,7 +171,7 @@ fn decode_event(id: &str, seq: i64, expected: u64, text: &str) -> Result<(Stored
             "the event's seq differs from its row's".to_string(),
         ));
     }
-    Ok((stored, canonical))
+    Ok(stored)
 }
 
 /// A whole log read back.
@@ -190,22 +190,13 @@ pub fn select_log(c: &mut impl GenericClient, p: &Prepared, id: &str, next: u64)
     stream_log(c, p, id, next, usize::MAX, |batch| {
         log.events.extend(batch);
         Ok(())
-    })
-    .and_then(|whole| {
-        if whole {
-            Ok(())
-        } else {
-            Err(row_event(id, 0, "rows changed while read".to_string()))
-        }
     })?;
-    // (The flag is tracked by `stream_log` through `Stored::Canonical`.)
     log.canonical = log.events.iter().all(|s| matches!(s, Stored::Canonical(_)));
     Ok(log)
 }
 
 /// Read the log of `id` in seq order, handing `sink` batches of at most
-/// `batch` events; `Ok(true)` when it read exactly `next` events. A bad
-/// row is an error.
+/// `batch` events. A bad row, or a count other than `next`, is an error.
 pub fn stream_log(
     c: &mut impl GenericClient,
     p: &Prepared,
@@ -213,12 +204,12 @@ pub fn stream_log(
     next: u64,
     batch: usize,
     mut sink: impl FnMut(Vec<Stored>) -> Result<()>,
-) -> Result<bool> {
+) -> Result<()> {
     let mut rows = c.query_raw(&p.select_log, [id]).map_err(pg_err)?;
     let mut expected = 0u64;
     let mut buf = Vec::new();
     while let Some(row) = rows.next().map_err(pg_err)? {
-        let (stored, _) = decode_event(id, row.get(0), expected, row.get(1))?;
+        let stored = decode_event(id, row.get(0), expected, row.get(1))?;
         expected += 1;
         buf.push(stored);
         if buf.len() >= batch {
@@ -235,7 +226,7 @@ pub fn stream_log(
             format!("the log has {expected} event rows, its session row says {next}"),
         ));
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The events `from..to` of `id` (fewer when the log is shorter).
@@ -253,7 +244,7 @@ pub fn select_range(
     let mut out = Vec::new();
     let mut expected = from;
     while let Some(row) = rows.next().map_err(pg_err)? {
-        out.push(decode_event(id, row.get(0), expected, row.get(1))?.0);
+        out.push(decode_event(id, row.get(0), expected, row.get(1))?);
         expected += 1;
     }
     Ok(out)
