@@ -11,7 +11,7 @@ use super::layout::{self, fill_from, io_error, is_absent, revision_of, READ_BLOC
 use super::pipeline::scan_frames_in_order;
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
-use super::zstd_frames::{decode_frame, decode_torn, scan_frames, scan_stream};
+use super::zstd_frames::{decode_frame, decode_torn, refuse_if_not_last, scan_frames, scan_stream};
 use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -251,7 +251,13 @@ fn read_zstd(
                 marks.add_at_line_start(&scanner, last.start as u64);
                 scanner.feed(&plain)?;
             }
-            Err(_) => damaged_last = Some(last.start),
+            Err(_) => {
+                // A complete frame inside or after its span: the frame's
+                // sizes are damaged and it swallowed committed frames.
+                raw.extend_from_slice(&tail);
+                refuse_if_not_last(&raw, 0, last.start)?;
+                damaged_last = Some(last.start);
+            }
         }
     }
     if !scanner.at_line_start() || scanner.committed < scanner.consumed || scanner.issue.is_some() {

@@ -234,6 +234,74 @@ fn zstd_damage_is_corruption() {
     assert_same(&b.load("z").unwrap().unwrap().values(), &events[..1]);
 }
 
+/// Rewrite the (only) block size of the single-block frame at `frame` so
+/// the frame ends at `end`.
+fn resize_frame(bytes: &mut [u8], frame: &std::ops::Range<usize>, end: usize) {
+    let d = bytes[frame.start + 4];
+    let fcs = match d >> 6 {
+        0 => usize::from(d & 0x20 != 0),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let block =
+        frame.start + 5 + usize::from(d & 0x20 == 0) + [0, 1, 2, 4][usize::from(d & 3)] + fcs;
+    let checksum = if d & 0x04 != 0 { 4 } else { 0 };
+    let h = u32::from(bytes[block])
+        | u32::from(bytes[block + 1]) << 8
+        | u32::from(bytes[block + 2]) << 16;
+    assert_eq!(
+        block + 3 + (h >> 3) as usize + checksum,
+        frame.end,
+        "one block"
+    );
+    let size = (end - block - 3 - checksum) as u32;
+    let h = (h & 7) | size << 3;
+    bytes[block..block + 3].copy_from_slice(&h.to_le_bytes()[..3]);
+}
+
+/// A flipped bit in a block size can make a committed frame swallow the
+/// frames after it, ending at the end of the file or inside a later frame
+/// (the bytes after it then read as a damaged tail). The frame fails its
+/// checksum, but complete frames start inside its span: corruption, never
+/// a torn tail that would cut committed events away.
+#[test]
+fn a_frame_that_swallows_later_frames_is_corruption() {
+    let root = TempRoot::new("zswallow");
+    let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
+    let h = header("w", None);
+    let events = sample_events();
+    b.append(&h, &events[..8], true).unwrap();
+    b.append(&h, &events[8..16], false).unwrap();
+    b.append(&h, &events[16..], false).unwrap();
+    let path = log_path(&root, "w", Compression::Zstd);
+    let clean = fs::read(&path).unwrap();
+    let frames = zstd_frames::scan_frames(&clean, None).unwrap().complete;
+    assert_eq!(frames.len(), 4);
+    let last = &frames[3];
+    for end in [clean.len(), (last.start + last.end) / 2] {
+        let mut bytes = clean.clone();
+        resize_frame(&mut bytes, &frames[1], end);
+        fs::write(&path, &bytes).unwrap();
+        let e = b.load("w").unwrap_err();
+        assert_eq!(
+            (e.rule, e.status),
+            (Rule::ZstdDamagedFrame, Status::Corrupt),
+            "frame ending at {end}: {}",
+            e.message
+        );
+        assert_eq!(fs::read(&path).unwrap(), bytes, "the log was changed");
+    }
+    // The last frame swallowing nothing but garbage is still a torn tail.
+    let mut bytes = clean.clone();
+    bytes.extend_from_slice(&[7; 40]);
+    resize_frame(&mut bytes, last, clean.len() + 40);
+    fs::write(&path, &bytes).unwrap();
+    let loaded = b.load("w").unwrap().unwrap();
+    assert_eq!(loaded.torn.as_ref().unwrap().marker as usize, last.start);
+    assert_same(&loaded.values(), &events[..16]);
+}
+
 #[test]
 fn a_failed_append_is_rolled_back_and_can_be_retried() {
     for compression in BOTH {

@@ -149,9 +149,11 @@ fn damaged_tail(bytes: &[u8], pos: usize, e: Error) -> Result<Option<usize>> {
 /// A torn frame at `pos` must be the last thing in `bytes`: a torn write
 /// is always the last one, so a complete frame after it means the "torn"
 /// frame is damaged committed data (e.g. a flipped bit in a block size),
-/// which must not be cut away (`zstd.damaged-frame`). `base` is the file
-/// offset of `bytes[0]`.
-fn refuse_if_not_last(bytes: &[u8], pos: usize, base: usize) -> Result<()> {
+/// which must not be cut away (`zstd.damaged-frame`). The same holds for a
+/// last frame that fails to decode: a flipped block size can make it
+/// swallow the frames after it, which then start inside its span. `base`
+/// is the file offset of `bytes[0]`.
+pub fn refuse_if_not_last(bytes: &[u8], pos: usize, base: usize) -> Result<()> {
     match later_complete_frame(bytes, pos + 4) {
         Some(next) => Err(corrupt(
             Rule::ZstdDamagedFrame,
