@@ -118,15 +118,18 @@ impl Session {
         Ok(self.derive.messages())
     }
 
-    /// The events `from..to` (evicted ones read back).
+    /// The events `from..to` (evicted ones read back; `to` past the end
+    /// stops at the end).
     pub fn events_in(&self, from: usize, to: usize) -> Result<Vec<Arc<Event>>> {
+        let to = to.min(self.log.len());
         let mut events = Vec::with_capacity(to.saturating_sub(from));
         self.view()
             .visit_range(from, to, |e| events.push(e.clone()))?;
         Ok(events)
     }
 
-    /// The events `from..to` as a JSON array (evicted ones read back).
+    /// The events `from..to` as a JSON array (evicted ones read back; `to`
+    /// past the end stops at the end).
     pub fn events_json(&self, from: usize, to: usize) -> Result<String> {
         let events = self.events_in(from, to)?;
         Ok(events_to_json(events.iter().map(|e| &**e)))
