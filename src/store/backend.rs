@@ -180,6 +180,17 @@ pub trait Backend: Send {
         let _ = id;
     }
 
+    /// Whether the backend has upkeep to do once the writer is idle (see
+    /// [`Backend::idle`]). Asked after each round; the default has none.
+    fn has_upkeep(&self) -> bool {
+        false
+    }
+
+    /// The writer has nothing queued: deferred upkeep may run now, on the
+    /// writer's thread (a JSONL log merges its small frames). Upkeep never
+    /// fails what was written; the default does nothing.
+    fn idle(&mut self) {}
+
     /// The backend's reads of part of a log, when it has them (windowed
     /// sessions). `None`, the default, makes a windowed open read the
     /// whole log and a read-back slice a whole load.

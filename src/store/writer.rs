@@ -87,6 +87,9 @@ struct State {
     /// Threads waiting on [`Shared::done`]: a notify without one would
     /// still cost a system call on every synchronous write.
     done_waiters: usize,
+    /// The backend has upkeep for the writer's next idle moment
+    /// ([`Backend::has_upkeep`]).
+    upkeep: bool,
 }
 
 impl State {
@@ -213,6 +216,7 @@ impl Writer {
                 stop: false,
                 busy: false,
                 done_waiters: 0,
+                upkeep: false,
             }),
             limits,
             wake: Condvar::new(),

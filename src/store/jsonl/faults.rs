@@ -29,6 +29,12 @@ pub enum Point {
     /// Publishing a new log: it was linked into place; the fsync of its
     /// directory is next.
     PublishDirSync,
+    /// Merging frames: the new log was written and synced; the check that
+    /// the log is unchanged and the rename over it are next.
+    CompactRename,
+    /// Merging frames: the new log was renamed into place; the fsync of
+    /// its directory is next.
+    CompactDirSync,
 }
 
 /// Run the test hook of this thread, if any, at `point` for `path`. An

@@ -338,6 +338,14 @@ pub fn revision_of(meta: &fs::Metadata) -> String {
     )
 }
 
+/// The file identity (device, inode) a [`revision_of`] names.
+pub fn file_of_revision(revision: &str) -> Option<super::fsio::FileId> {
+    let mut parts = revision.split(':');
+    let dev = parts.next()?.parse().ok()?;
+    let ino = parts.next()?.parse().ok()?;
+    Some((dev, ino))
+}
+
 /// True when `a` and `b` name the same physical file.
 pub fn same_file(a: &Path, b: &Path) -> Result<bool> {
     use std::os::unix::fs::MetadataExt;

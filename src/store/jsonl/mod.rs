@@ -4,6 +4,7 @@
 //! or as one checksummed Zstandard frame per batch.
 
 mod batch;
+mod compact;
 mod faults;
 mod fsio;
 mod header;
@@ -17,6 +18,8 @@ mod zstd_frames;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compact;
 #[cfg(test)]
 mod tests_crash;
 #[cfg(test)]
@@ -69,6 +72,11 @@ struct LogState {
     /// The size a failed append must still be cut back to (its rollback
     /// failed too): see [`fsio::append_durable`].
     rollback: Option<u64>,
+    /// The frames at the log's end a merge may take (zstd).
+    tail: compact::Tail,
+    /// A merge renamed a new file into place whose directory entry is not
+    /// durable yet: the next append makes it so before writing.
+    dir_unsynced: bool,
 }
 
 /// Session logs under one root directory, held exclusively by this backend.
@@ -99,6 +107,9 @@ pub struct JsonlBackend {
     /// and how many events it holds. The next materialize of the session
     /// finishes that publish instead of refusing the file as another's.
     half_published: HashMap<String, (fsio::FileId, u64)>,
+    /// Logs whose small frames are due to be merged (see [`compact`]),
+    /// by session directory name: done when the writer is idle.
+    merges_due: HashSet<String>,
 }
 
 impl JsonlBackend {
@@ -158,6 +169,7 @@ impl JsonlBackend {
             scratch: batch::Scratch::default(),
             hurry: None,
             half_published: HashMap::new(),
+            merges_due: HashSet::new(),
         }
     }
 
@@ -248,6 +260,7 @@ impl JsonlBackend {
         if let Some(s) = self.logs.get_mut(segment) {
             if s.path != path {
                 s.file = None;
+                s.tail = compact::Tail::default();
             }
             s.path = path;
             // With a rollback still to do, the log's end is the rollback
@@ -268,6 +281,8 @@ impl JsonlBackend {
                 file: None,
                 next,
                 rollback: None,
+                tail: compact::Tail::default(),
+                dir_unsynced: false,
             },
         );
     }
@@ -374,12 +389,30 @@ impl JsonlBackend {
         self.scratch.set_workers(self.workers());
         let scratch = &mut self.scratch;
         let state = self.logs.get_mut(segment).expect("state exists");
+        if state.dir_unsynced {
+            if let Some(dir) = state.path.parent() {
+                fsio::fsync_dir(dir)?;
+            }
+            state.dir_unsynced = false;
+        }
         let file = state.file.as_ref().expect("opened above");
+        let len = |file: &File| file.metadata().map(|m| m.len()).ok();
+        let before = len(file);
         let write = |file: &File| batch::write_batch(file, events, compression, scratch);
         let result = fsio::append_durable(file, &state.path, &mut state.rollback, write);
+        let after = len(file);
         match result {
             Ok(()) => state.next = Some(events[events.len() - 1].seq + 1),
             Err(_) => state.file = None,
+        }
+        if result.is_ok() && compression == Compression::Zstd {
+            match (before, after) {
+                (Some(before), Some(after)) => state.tail.appended(before, after),
+                _ => state.tail = compact::Tail::default(),
+            }
+            if state.tail.due(false) {
+                self.merges_due.insert(segment.to_string());
+            }
         }
         result
     }
@@ -464,10 +497,15 @@ impl Backend for JsonlBackend {
             return Ok(None);
         };
         let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
-        self.marks.insert(segment.clone(), decoded.marks);
+        let mut marks = decoded.marks;
+        marks.file = layout::file_of_revision(&revision);
+        self.marks.insert(segment.clone(), marks);
         self.forget_cursor(&segment);
         let committed = (decoded.events.len() - recovered) as u64;
         self.remember(&segment, path, Some(committed));
+        if let Some(state) = self.logs.get_mut(&segment) {
+            state.tail = decoded.tail.unwrap_or_default();
+        }
         Ok(Some(Loaded {
             header: decoded.header,
             events: decoded.events,
@@ -507,10 +545,12 @@ impl Backend for JsonlBackend {
         self.logs.remove(&segment);
         self.marks.remove(&segment);
         self.half_published.remove(&segment);
+        self.merges_due.remove(&segment);
         self.forget_cursor(&segment);
         let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
             return Ok(false);
         };
+        compact::remove_leftovers(&path);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if layout::is_absent(&e) => return Ok(false),
@@ -555,6 +595,28 @@ impl Backend for JsonlBackend {
     fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
         Some(self)
     }
+
+    fn release(&mut self, id: &str) {
+        // A closed session's small frames are merged while nothing more
+        // is coming.
+        let Ok(segment) = encode_segment(&JsString::from_str(id)) else {
+            return;
+        };
+        self.merges_due.remove(&segment);
+        if self.logs.get(&segment).is_some_and(|s| s.tail.due(true)) {
+            self.merge_tail(&segment);
+        }
+    }
+
+    fn has_upkeep(&self) -> bool {
+        !self.merges_due.is_empty()
+    }
+
+    fn idle(&mut self) {
+        for segment in std::mem::take(&mut self.merges_due) {
+            self.merge_tail(&segment);
+        }
+    }
 }
 
 impl RangeReads for JsonlBackend {
@@ -582,7 +644,9 @@ impl RangeReads for JsonlBackend {
         let Some(end) = end else {
             return Ok(None);
         };
-        self.marks.insert(segment.clone(), end.marks);
+        let mut marks = end.marks;
+        marks.file = layout::file_of_revision(&end.revision);
+        self.marks.insert(segment.clone(), marks);
         self.forget_cursor(&segment);
         self.remember(&segment, path, Some(count));
         Ok(Some(Streamed {

@@ -23,15 +23,20 @@ const MARK_SPACING: u64 = 512;
 /// offset)`, both increasing. An offset is the start of a line (plain) or
 /// of a zstd frame holding whole lines.
 #[derive(Debug, Clone, Default)]
-pub struct Marks(Vec<(u64, u64)>);
+pub struct Marks {
+    points: Vec<(u64, u64)>,
+    /// The file the offsets are in, when known: a log replaced by a merge
+    /// of its frames (see [`super::compact`]) has other offsets.
+    pub file: Option<super::fsio::FileId>,
+}
 
 impl Marks {
     /// Remember a resync point (ignored unless it is far enough past the
     /// last one).
     pub fn add(&mut self, index: u64, offset: u64) {
-        match self.0.last() {
+        match self.points.last() {
             Some(&(i, o)) if index < i + MARK_SPACING || offset <= o => {}
-            _ => self.0.push((index, offset)),
+            _ => self.points.push((index, offset)),
         }
     }
 
@@ -46,13 +51,13 @@ impl Marks {
 
     /// Forget the marks at or after `offset` (the file was cut there).
     pub fn cut(&mut self, offset: u64) {
-        self.0.retain(|&(_, o)| o < offset);
+        self.points.retain(|&(_, o)| o < offset);
     }
 
     /// The last mark at or before event `index`.
     fn before(&self, index: u64) -> Option<(u64, u64)> {
-        let k = self.0.partition_point(|&(i, _)| i <= index);
-        k.checked_sub(1).map(|k| self.0[k])
+        let k = self.points.partition_point(|&(i, _)| i <= index);
+        k.checked_sub(1).map(|k| self.points[k])
     }
 }
 
@@ -108,6 +113,13 @@ impl Cursor {
             at: offset,
             plain: Vec::with_capacity(READ_BLOCK),
         })
+    }
+
+    /// The identity of the file the cursor reads.
+    fn identity(&self) -> Option<super::fsio::FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = self.file.metadata().ok()?;
+        Some((meta.dev(), meta.ino()))
     }
 
     /// The index of the first event the cursor holds (or of the next one
@@ -185,7 +197,13 @@ pub fn read_range(
             let Some((base, offset)) = mark else {
                 return Ok(None);
             };
-            Cursor::start(path, compression, base, offset)?
+            let c = Cursor::start(path, compression, base, offset)?;
+            if marks.file.is_some_and(|f| Some(f) != c.identity()) {
+                // Another file now: its offsets are unknown.
+                *marks = Marks::default();
+                return Ok(None);
+            }
+            c
         }
     };
     let more = c.advance(path, marks, from, to)?;
@@ -246,7 +264,7 @@ mod tests {
             let all = b.load("r").unwrap().unwrap().events;
             assert_eq!(all.len(), 3000);
             assert!(
-                b.marks["r"].0.len() >= 4,
+                b.marks["r"].points.len() >= 4,
                 "{compression:?}: {:?}",
                 b.marks["r"]
             );
@@ -261,11 +279,11 @@ mod tests {
             // Events appended after the read are found past the last mark,
             // and the marks met on the way are kept.
             in_batches(&mut b, 3000, 5000);
-            let marks = b.marks["r"].0.len();
+            let marks = b.marks["r"].points.len();
             let got = b.load_range("r", 4500, 4510).unwrap();
             assert_eq!(got.len(), 10);
             assert!(got.iter().zip(4500..).all(|(e, seq)| e.seq() == Some(seq)));
-            assert!(b.marks["r"].0.len() > marks, "{compression:?}");
+            assert!(b.marks["r"].points.len() > marks, "{compression:?}");
             assert_eq!(b.load_range("r", 4999, 5005).unwrap().len(), 1);
         }
     }
@@ -290,7 +308,7 @@ mod tests {
             assert!(got.iter().zip(3050..).all(|(e, seq)| e.seq() == Some(seq)));
             assert_eq!(got.len(), 10);
             if compression == super::super::Compression::Zstd {
-                let marks = &b.marks["r"].0;
+                let marks = &b.marks["r"].points;
                 assert!(marks.iter().any(|&(i, _)| i == 3000), "{marks:?}");
             }
         }

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::ops::Range;
 use std::path::Path;
 
+use super::compact::{trailing_run, Tail};
 use super::faults::Point;
 use super::header::{read_header, Mode};
 use super::layout::{self, fill_from, io_error, is_absent, revision_of, READ_BLOCK};
@@ -32,6 +33,9 @@ pub struct Decoded {
     pub torn: Option<Torn>,
     /// Resync points inside the valid prefix (see [`Marks`]).
     pub marks: Marks,
+    /// The frames at the end of a zstd log a merge may take (see
+    /// [`super::compact`]), when the log ends in complete frames.
+    pub tail: Option<super::compact::Tail>,
 }
 
 /// How a read treats a log that changes while it is read.
@@ -167,11 +171,13 @@ fn read_plain(
         marker: committed as u64,
         recovered: 0,
     });
+    let tail = None;
     Ok(Decoded {
         header,
         events: scanner.events,
         torn,
         marks,
+        tail,
     })
 }
 
@@ -287,11 +293,16 @@ fn read_zstd(
             })
         }
     };
+    let tail = match (&torn, body.last()) {
+        (None, Some(last)) => Some(Tail::read(trailing_run(body), last.end as u64)),
+        _ => None,
+    };
     Ok(Decoded {
         header,
         events: scanner.events,
         torn,
         marks,
+        tail,
     })
 }
 

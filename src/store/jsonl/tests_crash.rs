@@ -85,7 +85,7 @@ fn truncation_at_every_offset_of_the_last_batch_repairs_cleanly() {
 }
 
 /// Pseudo-random text that does not compress much.
-fn noise(seed: &mut u64, len: usize) -> String {
+pub(super) fn noise(seed: &mut u64, len: usize) -> String {
     (0..len)
         .map(|_| {
             *seed = seed

@@ -61,6 +61,7 @@ pub(super) fn write_round(
     drop(st);
     // Outside the queue lock: each batch becomes one slice, then is written.
     let mut results = Vec::with_capacity(jobs.len());
+    let upkeep;
     {
         let mut backend = lock_backend(&shared.backend);
         for job in jobs {
@@ -79,10 +80,17 @@ pub(super) fn write_round(
                 });
             results.push((job.id, events, bytes, r));
         }
+        upkeep = backend.has_upkeep();
     }
     let mut written = Vec::with_capacity(results.len());
     let mut st = shared.lock();
     st.busy = false;
+    if upkeep && !st.upkeep {
+        // The writer's thread does it once nothing is queued (this round
+        // may have been a flushing thread's).
+        st.upkeep = true;
+        shared.wake.notify_all();
+    }
     let mut first_error = None;
     for (id, events, bytes, r) in results {
         let n = events.len();
@@ -121,6 +129,13 @@ pub(super) fn run(shared: &Shared) {
     loop {
         if st.stop {
             return;
+        }
+        if st.upkeep && !st.busy && st.pending == 0 {
+            st.upkeep = false;
+            drop(st);
+            lock_backend(&shared.backend).idle();
+            st = shared.lock();
+            continue;
         }
         let due = st.urgent || st.deadline.is_some_and(|d| Instant::now() >= d);
         if due && st.busy {

@@ -1,0 +1,385 @@
+//! Compaction of a zstd log's trailing frames. A flush per step writes one
+//! small frame per step, and small frames compress badly (each starts
+//! with an empty history). Once enough of them pile up, the writer merges
+//! the trailing run of small frames into frames of up to [`FULL_TEXT`]
+//! bytes of text each: it writes a new file (the untouched prefix copied
+//! byte for byte, then the merged frames), makes it durable, checks that
+//! the log did not change meanwhile, and renames it over the log. No byte
+//! of the log is rewritten in place: a crash leaves the old log or the new
+//! one, and both hold the same records. The merged frames are ordinary
+//! checksummed frames of whole lines: any reader of the format reads them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use super::faults::{self, Point};
+use super::fsio::{self, FileId};
+use super::layout::{io_error, open_read};
+use super::scan::memchr;
+use super::zstd_frames::{decode_frame, scan_frames};
+use crate::error::{Error, Result, Status};
+use crate::rule::Rule;
+
+/// The text a merged frame holds at most (it ends at the last line end
+/// before this size). About the window `zstd -3` keeps over a whole file,
+/// so merged frames compress close to it.
+pub const FULL_TEXT: usize = 4 << 20;
+
+/// The zstd level of merged frames: `zstd`'s default, where appends use a
+/// faster one (a merge runs once per [`FULL_TEXT`] of text at most, off the
+/// path of any one step).
+const MERGE_LEVEL: i32 = 3;
+
+/// A frame at least this long (compressed) is never merged again.
+pub const FULL_BYTES: u64 = 256 << 10;
+
+/// Frames looked at from the end of a log read for its trailing run.
+const RUN_LOOKBACK: usize = 4096;
+
+/// Fresh bytes (frames written since the last merge) that make a merge
+/// due while a session is written: at least this many, and at least
+/// [`WRITING_SHARE`]-th of the log, so the copies of the prefix cost a
+/// bounded multiple of the log's size over its life.
+const WRITING_MIN: u64 = 256 << 10;
+const WRITING_SHARE: u64 = 8;
+
+/// The same when the session is closed (nothing more is coming for now).
+const CLOSING_MIN: u64 = 4 << 10;
+const CLOSING_SHARE: u64 = 32;
+
+/// What the writer knows of the frames at the end of a log it appends to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tail {
+    /// The offset of the first frame of the trailing run of frames that a
+    /// merge may take (shorter than [`FULL_BYTES`]), when known.
+    pub from: Option<u64>,
+    /// Bytes appended since the log was read or last merged.
+    pub fresh: u64,
+    /// The log's length after the last append, when known.
+    pub len: Option<u64>,
+}
+
+impl Tail {
+    /// A log read up to `len`, whose trailing run starts at `from` (`len`
+    /// when it has none).
+    pub fn read(from: Option<u64>, len: u64) -> Tail {
+        Tail {
+            from: Some(from.unwrap_or(len)),
+            fresh: 0,
+            len: Some(len),
+        }
+    }
+
+    /// One batch was appended: the log grew from `before` to `after`.
+    pub fn appended(&mut self, before: u64, after: u64) {
+        if self.len != Some(before) {
+            // Appends this state did not see (or a first one): the run is
+            // known from here on.
+            *self = Tail::default();
+        }
+        if after - before >= FULL_BYTES {
+            self.from = Some(after);
+        } else if self.from.is_none() {
+            self.from = Some(before);
+        }
+        self.fresh += after - before;
+        self.len = Some(after);
+    }
+
+    /// A merge is due: enough fresh bytes, while writing or at a close.
+    pub fn due(&self, closing: bool) -> bool {
+        let (Some(from), Some(len)) = (self.from, self.len) else {
+            return false;
+        };
+        let (min, share) = if closing {
+            (CLOSING_MIN, CLOSING_SHARE)
+        } else {
+            (WRITING_MIN, WRITING_SHARE)
+        };
+        from < len && self.fresh >= min.max(len / share)
+    }
+}
+
+/// The start of the trailing run of `frames` (complete body frames of a
+/// log, in order) shorter than [`FULL_BYTES`], looking at the last
+/// [`RUN_LOOKBACK`] at most; `None` when the last frame is long.
+pub fn trailing_run(frames: &[std::ops::Range<usize>]) -> Option<u64> {
+    let mut from = None;
+    for frame in frames.iter().rev().take(RUN_LOOKBACK) {
+        if frame.len() as u64 >= FULL_BYTES {
+            break;
+        }
+        from = Some(frame.start as u64);
+    }
+    from
+}
+
+/// A merge done: the log's new length and identity, where its trailing
+/// run now starts, and whether its directory entry is durable yet.
+#[derive(Debug)]
+pub struct Merged {
+    /// Where the merged frames start (the bytes before are unchanged).
+    pub start: u64,
+    /// The new tail of the log.
+    pub tail: Tail,
+    /// The new file.
+    pub file: FileId,
+    /// The rename is durable (the directory's fsync succeeded); until it
+    /// is, nothing may be appended to the new file.
+    pub dir_synced: bool,
+}
+
+/// Merge the frames of the log at `path` from offset `tail.from` on.
+/// `Ok(None)` when there is nothing to gain or the log is not what `tail`
+/// says (nothing was changed then). An error before the rename leaves the
+/// log as it was; after the rename, [`Merged::dir_synced`] says whether
+/// the directory's fsync failed.
+pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
+    let (Some(from), Some(len)) = (tail.from, tail.len) else {
+        return Ok(None);
+    };
+    let old = open_read(path).map_err(|e| io_error(Rule::IoOpen, path, &e))?;
+    let meta = old
+        .metadata()
+        .map_err(|e| io_error(Rule::IoStat, path, &e))?;
+    if meta.len() != len || from >= len {
+        return Ok(None);
+    }
+    let identity = (meta.dev(), meta.ino());
+    let mut region = vec![0u8; (len - from) as usize];
+    std::os::unix::fs::FileExt::read_exact_at(&old, &mut region, from)
+        .map_err(|e| io_error(Rule::IoRead, path, &e))?;
+    let Some((skip, merged)) = merged_frames(&region)? else {
+        return Ok(None);
+    };
+    let from = from + skip as u64;
+    if merged.len() as u64 >= len - from {
+        return Ok(None);
+    }
+    let temp = temp_path(path);
+    let file = match write_merged(&old, from, &merged.bytes, &temp, path) {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = fs::remove_file(&temp);
+            return Err(io_error(Rule::IoWrite, &temp, &e));
+        }
+    };
+    // The log must be as it was read: this backend is its only writer, so
+    // anything else means the merge is stale.
+    let now = fs::symlink_metadata(path).map_err(|e| io_error(Rule::IoStat, path, &e))?;
+    if (now.dev(), now.ino()) != identity || now.len() != len {
+        let _ = fs::remove_file(&temp);
+        return Ok(None);
+    }
+    if let Err(e) = fs::rename(&temp, path) {
+        let _ = fs::remove_file(&temp);
+        return Err(io_error(Rule::IoWrite, path, &e));
+    }
+    // From here on nothing fails: the log is the new file.
+    let dir_synced = match path.parent() {
+        Some(dir) => faults::hit(Point::CompactDirSync, dir)
+            .map_err(|e| io_error(Rule::IoFsync, dir, &e))
+            .and_then(|()| fsio::fsync_dir(dir))
+            .is_ok(),
+        None => true,
+    };
+    let new_len = from + merged.len() as u64;
+    Ok(Some(Merged {
+        start: from,
+        tail: Tail {
+            from: Some(from + merged.last_start as u64),
+            fresh: 0,
+            len: Some(new_len),
+        },
+        file,
+        dir_synced,
+    }))
+}
+
+/// A temp name beside `path` for the merged log.
+fn temp_path(path: &Path) -> PathBuf {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".{}.tmp", fsio::random_hex12()));
+    PathBuf::from(temp)
+}
+
+/// Write the new log at `temp`: `old`'s first `prefix` bytes, then
+/// `merged`, durably. Returns the new file's identity.
+fn write_merged(
+    old: &File,
+    prefix: u64,
+    merged: &[u8],
+    temp: &Path,
+    path: &Path,
+) -> io::Result<FileId> {
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(temp)?;
+    let copied = io::copy(&mut io::Read::take(old, prefix), &mut out)?;
+    if copied != prefix {
+        return Err(io::Error::other("the log ended before its copy did"));
+    }
+    out.write_all(merged)?;
+    out.sync_all()?;
+    let meta = out.metadata()?;
+    faults::hit(Point::CompactRename, path)?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// Merged frames and where the last one starts in them.
+struct Frames {
+    bytes: Vec<u8>,
+    last_start: usize,
+}
+
+impl Frames {
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Compress `text` (whole lines) as one more frame, checking that it
+    /// decodes back to `text`.
+    fn push(&mut self, text: &[u8]) -> Result<()> {
+        let start = self.bytes.len();
+        let failed = |what: String| {
+            Error::new(
+                Status::Io,
+                Rule::IoWrite,
+                format!("merging zstd frames: {what}"),
+            )
+        };
+        compress(text, &mut self.bytes).map_err(|e| failed(e.to_string()))?;
+        let back = decode_frame(&self.bytes[start..], Rule::ZstdFrameDecode, start)?;
+        if back != text {
+            return Err(failed("a merged frame does not decode to its text".into()));
+        }
+        self.last_start = start;
+        Ok(())
+    }
+}
+
+/// The frames of `region` (complete frames of whole lines, from a frame
+/// start to the end of the log) merged: how many leading bytes stay as
+/// they are (frames already holding [`FULL_TEXT`]), and the merged frames
+/// for the rest. `None` when the region is not that (nothing to merge).
+fn merged_frames(region: &[u8]) -> Result<Option<(usize, Frames)>> {
+    let frames = scan_frames(region, None)?;
+    if frames.torn_start.is_some() {
+        return Ok(None);
+    }
+    let full = |r: &std::ops::Range<usize>| {
+        zstd::zstd_safe::get_frame_content_size(&region[r.clone()])
+            .ok()
+            .flatten()
+            .is_some_and(|n| n >= FULL_TEXT as u64)
+    };
+    let skip = frames.complete.iter().take_while(|r| full(r)).count();
+    let rest = &frames.complete[skip..];
+    if rest.len() < 2 {
+        return Ok(None);
+    }
+    let skipped = rest[0].start;
+    let mut out = Frames {
+        bytes: Vec::new(),
+        last_start: 0,
+    };
+    let mut text: Vec<u8> = Vec::new();
+    for r in rest {
+        text.extend_from_slice(&decode_frame(
+            &region[r.clone()],
+            Rule::ZstdFrameDecode,
+            r.start,
+        )?);
+        while text.len() >= FULL_TEXT {
+            // Cut after the last line end that keeps the frame within
+            // FULL_TEXT, or after the first one past it (a longer line).
+            let cut = memrchr(b'\n', &text[..FULL_TEXT])
+                .or_else(|| memchr(b'\n', &text[FULL_TEXT..]).map(|i| i + FULL_TEXT));
+            let Some(nl) = cut else { break };
+            out.push(&text[..=nl])?;
+            text.drain(..=nl);
+        }
+    }
+    if text.last() != Some(&b'\n') {
+        // Not whole lines: a record split across frames by another writer.
+        return Ok(None);
+    }
+    out.push(&text)?;
+    Ok(Some((skipped, out)))
+}
+
+/// Compress `text` as one checksummed frame stating its size, at
+/// [`MERGE_LEVEL`], onto `out`.
+fn compress(text: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    let mut encoder = zstd::stream::Encoder::new(out, MERGE_LEVEL)?;
+    encoder.include_checksum(true)?;
+    encoder.set_pledged_src_size(Some(text.len() as u64))?;
+    encoder.write_all(text)?;
+    encoder.finish()?;
+    Ok(())
+}
+
+/// The last `byte` in `hay`.
+fn memrchr(byte: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().rposition(|&b| b == byte)
+}
+
+/// Remove merge and publish leftovers (`<log>.<12 hex digits>.tmp`) of a
+/// crashed writer beside the log at `path`. Other files are left alone.
+pub fn remove_leftovers(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let ours = file
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+            .is_some_and(|hex| hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+impl super::JsonlBackend {
+    /// Merge the trailing small frames of the log of `segment` (see
+    /// [`merge`]). A merge that fails or gains nothing changes nothing and
+    /// is tried again only after as many fresh bytes again: the appends it
+    /// follows are durable either way.
+    pub(super) fn merge_tail(&mut self, segment: &str) {
+        let Some(state) = self.logs.get_mut(segment) else {
+            return;
+        };
+        if state.rollback.is_some() || state.dir_unsynced {
+            return;
+        }
+        remove_leftovers(&state.path);
+        let merged = merge(&state.path, &state.tail);
+        // The append handle is reopened by path: after a rename it would
+        // write to the old file.
+        state.file = None;
+        match merged {
+            Ok(Some(m)) => {
+                state.tail = m.tail;
+                state.dir_unsynced = !m.dir_synced;
+                if let Some(marks) = self.marks.get_mut(segment) {
+                    marks.cut(m.start);
+                    marks.file = Some(m.file);
+                }
+                self.forget_cursor(segment);
+            }
+            Ok(None) | Err(_) => state.tail.fresh = 0,
+        }
+    }
+}
