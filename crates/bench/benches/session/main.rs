@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Phases (names for `--only`): `baseline`, `append`, `admission`, `batch`, `derive`,
-//! `fork`, `flush`, `writebehind`, `open`, `postgres` (needs a server:
+//! `fork`, `flush`, `size`, `tiny`, `writebehind`, `open`, `postgres` (needs a server:
 //! `DSH_BENCH_POSTGRES_URL`). `derive` and `fork` run on the
 //! session built by `append`; `open` opens the sessions stored by
 //! `writebehind`, so selecting them runs their producer too. The program
@@ -32,6 +32,8 @@ mod mix;
 mod open;
 mod postgres;
 mod report;
+mod size;
+mod tiny;
 mod util;
 
 use std::ffi::CStr;
@@ -70,6 +72,10 @@ fn main() {
             args[4].parse().unwrap(),
             window,
         );
+        return;
+    }
+    if args.first().map(String::as_str) == Some("--child-tiny") {
+        tiny::child(args[1].parse().unwrap());
         return;
     }
     if args.first().map(String::as_str) == Some("--child-floor") {
@@ -235,6 +241,16 @@ fn main() {
     // ---- flush latency --------------------------------------------------
     if want("flush") {
         disk::flush(&cx, &mut rep, &mut extra);
+    }
+
+    // ---- jsonl size written per step against zstd -3 --------------------
+    if want("size") {
+        size::run(&cx, &mut rep, &mut extra);
+    }
+
+    // ---- resident memory per tiny chunk event ----------------------------
+    if want("tiny") {
+        tiny::run(&mut rep, &mut extra);
     }
 
     // ---- write-behind throughput + stored sessions for open -------------

@@ -1,0 +1,100 @@
+//! The on-disk size figure: a JSONL (zstd) log written with a flush after
+//! every step, against `zstd -3` of the same lines in one frame.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+
+use crate::abi::{Buf, Store};
+use crate::report::{fmt_n, row, Report};
+use crate::Ctx;
+
+/// Events written (the agent path of a long session, flushed per step).
+const EVENTS: usize = 15_000;
+
+/// The one log file under `dir`.
+fn log_file(dir: &Path) -> PathBuf {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let found = log_file(&path);
+            if !found.as_os_str().is_empty() {
+                return found;
+            }
+        } else if path.file_name().is_some_and(|n| n == "session.jsonl.zstd") {
+            return path;
+        }
+    }
+    PathBuf::new()
+}
+
+/// Bytes this process has had written to storage so far
+/// (`/proc/self/io`), when the kernel counts them.
+fn written_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes: "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Write `EVENTS` events with a flush at each step and turn end; compare
+/// the log's size while the session is open and after its close with
+/// `zstd -3` of the log's text.
+pub fn run(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
+    let n = EVENTS.min(cx.big);
+    eprintln!("jsonl size, {} events flushed per step ...", fmt_n(n));
+    let dir = cx.tmp.0.join("size-jsonl");
+    let config = json!({ "backend": "jsonl", "path": dir.to_str().unwrap() }).to_string();
+    let store = Store::open(&config);
+    let s = store.create("bench-size");
+    let mut out = Buf::new();
+    let mut flushes = 0;
+    let written_before = written_bytes();
+    for ev in &cx.stream.events[..n] {
+        s.append(ev, &mut out);
+        if ev.ty == c"step/end" || ev.ty == c"turn/end" {
+            s.flush();
+            flushes += 1;
+        }
+    }
+    s.flush();
+    let log = log_file(&dir);
+    let open_bytes = std::fs::metadata(&log).unwrap().len();
+    s.close();
+    store.close();
+    let written = written_bytes()
+        .zip(written_before)
+        .map(|(after, before)| after - before);
+    let bytes = std::fs::read(&log).unwrap();
+    // The log's text: every frame decoded in order, as a reader does.
+    let text = zstd::stream::decode_all(&bytes[..]).unwrap();
+    let floor = zstd::bulk::compress(&text, 3).unwrap().len() as f64;
+    let closed = bytes.len() as f64;
+    extra.insert(
+        "jsonlSize".into(),
+        json!({"events": n, "flushes": flushes, "text": text.len(), "zstd3": floor,
+               "open": open_bytes, "closed": closed, "written": written}),
+    );
+    rep.push(
+        row(
+            format!("jsonl log size, {} events flushed per step", fmt_n(n)),
+            "—",
+            closed,
+            "B",
+        )
+        .base(floor, "zstd -3 of the same lines")
+        .target("≤ 1.2×", closed <= 1.2 * floor)
+        .note(format!(
+            "{flushes} flushes; {open_bytes} B while the session is open ({:.2}×), {} B of text; {}",
+            open_bytes as f64 / floor,
+            text.len(),
+            written.map_or("storage writes not counted here".into(), |w| format!(
+                "{w} B written to storage ({:.1}× the log: appends and merges)",
+                w as f64 / closed
+            ))
+        )),
+    );
+    if std::env::var_os("DSH_BENCH_KEEP").is_none() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
