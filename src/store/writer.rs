@@ -88,8 +88,8 @@ struct State {
     /// still cost a system call on every synchronous write.
     done_waiters: usize,
     /// The backend has upkeep for the writer's next idle moment
-    /// ([`Backend::has_upkeep`]).
-    upkeep: bool,
+    /// ([`Backend::has_upkeep`]), due by this time at the latest.
+    upkeep: Option<Instant>,
 }
 
 impl State {
@@ -216,7 +216,7 @@ impl Writer {
                 stop: false,
                 busy: false,
                 done_waiters: 0,
-                upkeep: false,
+                upkeep: None,
             }),
             limits,
             wake: Condvar::new(),

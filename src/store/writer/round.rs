@@ -29,6 +29,10 @@ struct Job {
 /// backlog: a windowed read decodes a frame from its start.
 pub const ROUND_BYTES: usize = 16 << 20;
 
+/// How long backend upkeep waits for a moment with nothing queued before
+/// it runs between two rounds anyway.
+const UPKEEP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Write every pending batch (of `only`, or of all sessions) once, each at
 /// most [`ROUND_BYTES`] of text (or one longer event).
 pub(super) fn write_round(
@@ -85,10 +89,11 @@ pub(super) fn write_round(
     let mut written = Vec::with_capacity(results.len());
     let mut st = shared.lock();
     st.busy = false;
-    if upkeep && !st.upkeep {
+    if upkeep && st.upkeep.is_none() {
         // The writer's thread does it once nothing is queued (this round
-        // may have been a flushing thread's).
-        st.upkeep = true;
+        // may have been a flushing thread's), or after UPKEEP_WAIT when
+        // appends never stop.
+        st.upkeep = Some(Instant::now() + UPKEEP_WAIT);
         shared.wake.notify_all();
     }
     let mut first_error = None;
@@ -130,8 +135,11 @@ pub(super) fn run(shared: &Shared) {
         if st.stop {
             return;
         }
-        if st.upkeep && !st.busy && st.pending == 0 {
-            st.upkeep = false;
+        let upkeep_due = st
+            .upkeep
+            .is_some_and(|at| st.pending == 0 || Instant::now() >= at);
+        if upkeep_due && !st.busy {
+            st.upkeep = None;
             drop(st);
             lock_backend(&shared.backend).idle();
             st = shared.lock();
