@@ -20,6 +20,9 @@ use support::*;
 
 const CHILD_ENV: &str = "DSH_CRASH_CHILD_CONFIG";
 const SEED_ENV: &str = "DSH_CRASH_CHILD_SEED";
+/// Set: the child writes text that compresses poorly, eight times as
+/// long, so its JSONL log merges frames while it is killed.
+const NOISE_ENV: &str = "DSH_CRASH_CHILD_NOISE";
 
 /// A small deterministic generator (no extra crate).
 struct Lcg(u64);
@@ -35,6 +38,16 @@ impl Lcg {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+
+    /// `n` filler characters: `letter` repeated, or (noisy) random letters.
+    fn filler(&mut self, letter: char, n: u64, noisy: bool) -> String {
+        if !noisy {
+            return letter.to_string().repeat(n as usize);
+        }
+        (0..n * 8)
+            .map(|_| char::from(b'a' + self.below(26) as u8))
+            .collect()
+    }
 }
 
 /// The child: keep appending turns, flushing at random points; print every
@@ -49,6 +62,7 @@ fn crash_child_process() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     let mut rng = Lcg(seed);
+    let noisy = std::env::var_os(NOISE_ENV).is_some();
     let store = Store::open(&config).expect("child store open");
     let session = match store.open_session("crash") {
         Ok((s, _)) => s,
@@ -98,7 +112,10 @@ fn crash_child_process() {
         for i in 0..(3 + rng.below(20)) {
             let data = format!(
                 r#"{{"turn":{turn},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"word {i} {}"}}}}"#,
-                "x".repeat(rng.below(200) as usize)
+                {
+                    let n = rng.below(200);
+                    rng.filler('x', n, noisy)
+                }
             );
             chunks.push(emit(&mut out, "assistant/chunk", &data, None));
             if rng.below(8) == 0 {
@@ -126,7 +143,10 @@ fn crash_child_process() {
         );
         let result = format!(
             r#"{{"turn":{turn},"step":1,"message":{{"id":"t{turn}","role":"user","content":[{{"type":"tool-result","toolCallId":"c{turn}","content":[{{"type":"text","text":"{}"}}]}}],"source":{{"kind":"tool","callId":"c{turn}"}}}}}}"#,
-            "r".repeat(rng.below(3000) as usize)
+            {
+                let n = rng.below(3000);
+                rng.filler('r', n, noisy)
+            }
         );
         emit(
             &mut out,
@@ -152,12 +172,21 @@ fn crash_child_process() {
         assert_eq!(st, DSH_OK, "{text}");
         writeln!(out, "ACK {}", last + 1).unwrap();
         out.flush().unwrap();
+        if noisy {
+            // The model call after a turn: the writer is idle meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         turn += 1;
     }
 }
 
 /// Run `trials` kill-and-reopen cycles against one store configuration.
 fn crash_trials(config: &str, trials: u64) {
+    crash_trials_with(config, trials, false);
+}
+
+/// [`crash_trials`], the child writing noisy text when `noisy`.
+fn crash_trials_with(config: &str, trials: u64, noisy: bool) {
     let exe = std::env::current_exe().expect("test binary");
     let mut baseline: Vec<Value> = Vec::new();
     let mut rng = Lcg(0x5eed);
@@ -172,6 +201,7 @@ fn crash_trials(config: &str, trials: u64) {
             ])
             .env(CHILD_ENV, config)
             .env(SEED_ENV, (trial + 1).to_string())
+            .envs(noisy.then_some((NOISE_ENV, "1")))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -185,7 +215,7 @@ fn crash_trials(config: &str, trials: u64) {
                 }
             }
         });
-        let lines_before_kill = 5 + rng.below(400);
+        let lines_before_kill = 5 + rng.below(if noisy { 1500 } else { 400 });
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut events: BTreeMap<u64, Value> = BTreeMap::new();
         let mut acked = baseline.len() as u64;
@@ -323,6 +353,48 @@ fn sigkill_during_write_behind_keeps_every_acknowledged_event_jsonl() {
     }
     let dir = temp_dir("crash-jsonl");
     crash_trials(&config_for("jsonl", &dir), trials());
+}
+
+/// The zstd frames of the file at `path`: how many, and the most text
+/// one of them holds.
+fn zstd_frames(path: &std::path::Path) -> (usize, u64) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut rest = &bytes[..];
+    let (mut n, mut most) = (0, 0);
+    while let Ok(len) = zstd::zstd_safe::find_frame_compressed_size(rest) {
+        let text = zstd::zstd_safe::get_frame_content_size(rest).ok().flatten();
+        most = most.max(text.unwrap_or(0));
+        rest = &rest[len.min(rest.len())..];
+        n += 1;
+        if rest.is_empty() {
+            break;
+        }
+    }
+    (n, most)
+}
+
+/// SIGKILL while the writer merges the log's small frames (a child that
+/// writes poorly compressible steps merges every few dozen flushes): the
+/// merge's copy, sync and rename may each be cut, and every acknowledged
+/// event still reads back byte for byte.
+#[test]
+fn sigkill_during_frame_merges_keeps_every_acknowledged_event_jsonl() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = temp_dir("crash-merge");
+    let config = config_for("jsonl", &dir);
+    crash_trials_with(&config, trials().min(30), true);
+    let log = dir.join("root/_no-cwd/crash/session.jsonl.zstd");
+    let (frames, most) = zstd_frames(&log);
+    let size = std::fs::metadata(&log).unwrap().len();
+    println!("log: {frames} frames, {size} bytes, the longest frame {most} bytes of text");
+    // A child's frame holds one turn at most (under 60 KB of text); a
+    // merged one holds many.
+    assert!(
+        most > 200_000,
+        "some trials merged frames: at most {most} bytes in one"
+    );
 }
 
 #[test]
