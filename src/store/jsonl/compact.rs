@@ -11,14 +11,14 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::faults::{self, Point};
 use super::fsio::{self, FileId};
-use super::layout::{io_error, open_read};
+use super::layout::{io_error, open_read, READ_BLOCK};
 use super::scan::memchr;
-use super::zstd_frames::{decode_frame, scan_frames};
+use super::zstd_frames::{decode_frame, scan_stream};
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
 
@@ -32,11 +32,15 @@ pub const FULL_TEXT: usize = 4 << 20;
 /// path of any one step).
 const MERGE_LEVEL: i32 = 3;
 
-/// A frame at least this long (compressed) is never merged again.
+/// A frame at least this long (compressed), or holding at least 7/8 of
+/// [`FULL_TEXT`] (merged frames end at a line end before it), is never
+/// merged again.
 pub const FULL_BYTES: u64 = 256 << 10;
 
-/// Frames looked at from the end of a log read for its trailing run.
+/// Frames, and bytes of them, looked at from the end of a log read for
+/// its trailing run.
 const RUN_LOOKBACK: usize = 4096;
+const RUN_LOOKBACK_BYTES: u64 = 32 << 20;
 
 /// Fresh bytes (frames written since the last merge) that make a merge
 /// due while a session is written: at least this many, and at least
@@ -104,11 +108,13 @@ impl Tail {
 
 /// The start of the trailing run of `frames` (complete body frames of a
 /// log, in order) shorter than [`FULL_BYTES`], looking at the last
-/// [`RUN_LOOKBACK`] at most; `None` when the last frame is long.
+/// [`RUN_LOOKBACK`] frames and [`RUN_LOOKBACK_BYTES`] at most; `None` when
+/// the last frame is long.
 pub fn trailing_run(frames: &[std::ops::Range<usize>]) -> Option<u64> {
-    let mut from = None;
+    let (mut from, mut bytes) = (None, 0);
     for frame in frames.iter().rev().take(RUN_LOOKBACK) {
-        if frame.len() as u64 >= FULL_BYTES {
+        bytes += frame.len() as u64;
+        if frame.len() as u64 >= FULL_BYTES || bytes > RUN_LOOKBACK_BYTES {
             break;
         }
         from = Some(frame.start as u64);
@@ -135,7 +141,8 @@ pub struct Merged {
 /// `Ok(None)` when there is nothing to gain or the log is not what `tail`
 /// says (nothing was changed then). An error before the rename leaves the
 /// log as it was; after the rename, [`Merged::dir_synced`] says whether
-/// the directory's fsync failed.
+/// the directory's fsync failed. Holds one frame of the run and one merged
+/// frame at a time.
 pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
     let (Some(from), Some(len)) = (tail.from, tail.len) else {
         return Ok(None);
@@ -148,22 +155,74 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
         return Ok(None);
     }
     let identity = (meta.dev(), meta.ino());
-    let mut region = vec![0u8; (len - from) as usize];
-    std::os::unix::fs::FileExt::read_exact_at(&old, &mut region, from)
-        .map_err(|e| io_error(Rule::IoRead, path, &e))?;
-    let Some((skip, merged)) = merged_frames(&region)? else {
-        return Ok(None);
+    let read_at = |at: u64, buf: &mut [u8]| {
+        old.read_exact_at(buf, at)
+            .map_err(|e| io_error(Rule::IoRead, path, &e))
     };
-    let from = from + skip as u64;
-    if merged.len() as u64 >= len - from {
+    // The run's frames (offsets from `from`), scanned a block at a time.
+    let mut at = from;
+    let (frames, _) = scan_stream(|buf| {
+        let want = (len - at).min(READ_BLOCK as u64) as usize;
+        let start = buf.len();
+        buf.resize(start + want, 0);
+        read_at(at, &mut buf[start..])?;
+        at += want as u64;
+        Ok(at >= len)
+    })?;
+    if frames.torn_start.is_some() {
         return Ok(None);
     }
+    let mut skip = 0;
+    for r in &frames.complete {
+        let mut head = [0u8; FRAME_HEADER_MAX];
+        let head = &mut head[..r.len().min(FRAME_HEADER_MAX)];
+        read_at(from + r.start as u64, head)?;
+        let text = zstd::zstd_safe::get_frame_content_size(head).ok().flatten();
+        if text.is_none_or(|n| n < FULL_TEXT as u64 / 8 * 7) {
+            break;
+        }
+        skip += 1;
+    }
+    let run = &frames.complete[skip..];
+    if run.len() < 2 {
+        return Ok(None);
+    }
+    let start = from + run[0].start as u64;
     let temp = temp_path(path);
-    let file = match write_merged(&old, from, &merged.bytes, &temp, path) {
-        Ok(file) => file,
+    let written = write_merged(&old, start, &temp, path, |out| {
+        let mut raw = Vec::new();
+        let mut text = Vec::new();
+        for r in run {
+            raw.resize(r.len(), 0);
+            read_at(from + r.start as u64, &mut raw)?;
+            text.extend_from_slice(&decode_frame(&raw, Rule::ZstdFrameDecode, r.start)?);
+            while text.len() >= FULL_TEXT {
+                // Cut after the last line end that keeps the frame within
+                // FULL_TEXT, or after the first one past it (a longer line).
+                let cut = memrchr(b'\n', &text[..FULL_TEXT])
+                    .or_else(|| memchr(b'\n', &text[FULL_TEXT..]).map(|i| i + FULL_TEXT));
+                let Some(nl) = cut else { break };
+                out.push(&text[..=nl])?;
+                text.drain(..=nl);
+            }
+        }
+        if text.last() != Some(&b'\n') {
+            // Not whole lines: a record split across frames by another writer.
+            return Ok(false);
+        }
+        out.push(&text)?;
+        // Nothing gained: leave the log as it is.
+        Ok(out.written < len - start)
+    });
+    let (merged, file) = match written {
+        Ok(Some(done)) => done,
+        Ok(None) => {
+            let _ = fs::remove_file(&temp);
+            return Ok(None);
+        }
         Err(e) => {
             let _ = fs::remove_file(&temp);
-            return Err(io_error(Rule::IoWrite, &temp, &e));
+            return Err(e);
         }
     };
     // The log must be as it was read: this backend is its only writer, so
@@ -185,18 +244,20 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
             .is_ok(),
         None => true,
     };
-    let new_len = from + merged.len() as u64;
     Ok(Some(Merged {
-        start: from,
+        start,
         tail: Tail {
-            from: Some(from + merged.last_start as u64),
+            from: Some(start + merged.last_start),
             fresh: 0,
-            len: Some(new_len),
+            len: Some(start + merged.written),
         },
         file,
         dir_synced,
     }))
 }
+
+/// The longest zstd frame header.
+const FRAME_HEADER_MAX: usize = 18;
 
 /// A temp name beside `path` for the merged log.
 fn temp_path(path: &Path) -> PathBuf {
@@ -205,47 +266,61 @@ fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(temp)
 }
 
-/// Write the new log at `temp`: `old`'s first `prefix` bytes, then
-/// `merged`, durably. Returns the new file's identity.
+/// Write the new log at `temp`: `old`'s first `prefix` bytes, then what
+/// `merge` pushes (`Ok(false)`: nothing worth writing), durably. Returns
+/// what was merged and the new file's identity; `None` when `merge` gave
+/// up.
 fn write_merged(
     old: &File,
     prefix: u64,
-    merged: &[u8],
     temp: &Path,
     path: &Path,
-) -> io::Result<FileId> {
-    let mut out = OpenOptions::new()
+    merge: impl FnOnce(&mut Output) -> Result<bool>,
+) -> Result<Option<(Output, FileId)>> {
+    let failed = |e: io::Error| io_error(Rule::IoWrite, temp, &e);
+    let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(temp)?;
-    let copied = io::copy(&mut io::Read::take(old, prefix), &mut out)?;
+        .open(temp)
+        .map_err(failed)?;
+    let copied = io::copy(&mut io::Read::take(old, prefix), &mut &file).map_err(failed)?;
     if copied != prefix {
-        return Err(io::Error::other("the log ended before its copy did"));
+        return Err(failed(io::Error::other(
+            "the log ended before its copy did",
+        )));
     }
-    out.write_all(merged)?;
-    out.sync_all()?;
-    let meta = out.metadata()?;
-    faults::hit(Point::CompactRename, path)?;
-    Ok((meta.dev(), meta.ino()))
+    let mut out = Output {
+        file,
+        frame: Vec::new(),
+        written: 0,
+        last_start: 0,
+    };
+    if !merge(&mut out)? {
+        return Ok(None);
+    }
+    out.file.sync_all().map_err(failed)?;
+    let meta = out.file.metadata().map_err(failed)?;
+    faults::hit(Point::CompactRename, path).map_err(failed)?;
+    Ok(Some((out, (meta.dev(), meta.ino()))))
 }
 
-/// Merged frames and where the last one starts in them.
-struct Frames {
-    bytes: Vec<u8>,
-    last_start: usize,
+/// The merged frames being written after the copied prefix.
+struct Output {
+    file: File,
+    /// The frame being made (reused).
+    frame: Vec<u8>,
+    /// Bytes of merged frames written.
+    written: u64,
+    /// Where the last merged frame starts, from the first one.
+    last_start: u64,
 }
 
-impl Frames {
-    fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
+impl Output {
     /// Compress `text` (whole lines) as one more frame, checking that it
-    /// decodes back to `text`.
+    /// decodes back to `text`, and write it.
     fn push(&mut self, text: &[u8]) -> Result<()> {
-        let start = self.bytes.len();
         let failed = |what: String| {
             Error::new(
                 Status::Io,
@@ -253,64 +328,19 @@ impl Frames {
                 format!("merging zstd frames: {what}"),
             )
         };
-        compress(text, &mut self.bytes).map_err(|e| failed(e.to_string()))?;
-        let back = decode_frame(&self.bytes[start..], Rule::ZstdFrameDecode, start)?;
+        self.frame.clear();
+        compress(text, &mut self.frame).map_err(|e| failed(e.to_string()))?;
+        let back = decode_frame(&self.frame, Rule::ZstdFrameDecode, 0)?;
         if back != text {
             return Err(failed("a merged frame does not decode to its text".into()));
         }
-        self.last_start = start;
+        self.file
+            .write_all(&self.frame)
+            .map_err(|e| failed(e.to_string()))?;
+        self.last_start = self.written;
+        self.written += self.frame.len() as u64;
         Ok(())
     }
-}
-
-/// The frames of `region` (complete frames of whole lines, from a frame
-/// start to the end of the log) merged: how many leading bytes stay as
-/// they are (frames already holding [`FULL_TEXT`]), and the merged frames
-/// for the rest. `None` when the region is not that (nothing to merge).
-fn merged_frames(region: &[u8]) -> Result<Option<(usize, Frames)>> {
-    let frames = scan_frames(region, None)?;
-    if frames.torn_start.is_some() {
-        return Ok(None);
-    }
-    let full = |r: &std::ops::Range<usize>| {
-        zstd::zstd_safe::get_frame_content_size(&region[r.clone()])
-            .ok()
-            .flatten()
-            .is_some_and(|n| n >= FULL_TEXT as u64)
-    };
-    let skip = frames.complete.iter().take_while(|r| full(r)).count();
-    let rest = &frames.complete[skip..];
-    if rest.len() < 2 {
-        return Ok(None);
-    }
-    let skipped = rest[0].start;
-    let mut out = Frames {
-        bytes: Vec::new(),
-        last_start: 0,
-    };
-    let mut text: Vec<u8> = Vec::new();
-    for r in rest {
-        text.extend_from_slice(&decode_frame(
-            &region[r.clone()],
-            Rule::ZstdFrameDecode,
-            r.start,
-        )?);
-        while text.len() >= FULL_TEXT {
-            // Cut after the last line end that keeps the frame within
-            // FULL_TEXT, or after the first one past it (a longer line).
-            let cut = memrchr(b'\n', &text[..FULL_TEXT])
-                .or_else(|| memchr(b'\n', &text[FULL_TEXT..]).map(|i| i + FULL_TEXT));
-            let Some(nl) = cut else { break };
-            out.push(&text[..=nl])?;
-            text.drain(..=nl);
-        }
-    }
-    if text.last() != Some(&b'\n') {
-        // Not whole lines: a record split across frames by another writer.
-        return Ok(None);
-    }
-    out.push(&text)?;
-    Ok(Some((skipped, out)))
 }
 
 /// Compress `text` as one checksummed frame stating its size, at
