@@ -18,7 +18,7 @@ use super::faults::{self, Point};
 use super::fsio::{self, FileId};
 use super::layout::{io_error, open_read, READ_BLOCK};
 use super::scan::memchr;
-use super::zstd_frames::{decode_frame, scan_stream};
+use super::zstd_frames::{compress_frame_at, decode_frame, scan_stream};
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
 
@@ -329,7 +329,7 @@ impl Output {
             )
         };
         self.frame.clear();
-        compress(text, &mut self.frame).map_err(|e| failed(e.to_string()))?;
+        compress_frame_at(text, MERGE_LEVEL, &mut self.frame).map_err(|e| failed(e.to_string()))?;
         let back = decode_frame(&self.frame, Rule::ZstdFrameDecode, 0)?;
         if back != text {
             return Err(failed("a merged frame does not decode to its text".into()));
@@ -341,17 +341,6 @@ impl Output {
         self.written += self.frame.len() as u64;
         Ok(())
     }
-}
-
-/// Compress `text` as one checksummed frame stating its size, at
-/// [`MERGE_LEVEL`], onto `out`.
-fn compress(text: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-    let mut encoder = zstd::stream::Encoder::new(out, MERGE_LEVEL)?;
-    encoder.include_checksum(true)?;
-    encoder.set_pledged_src_size(Some(text.len() as u64))?;
-    encoder.write_all(text)?;
-    encoder.finish()?;
-    Ok(())
 }
 
 /// The last `byte` in `hay`.

@@ -20,7 +20,12 @@ pub const MAGIC: u32 = 0xFD2F_B528;
 
 /// Append one frame holding `plain` (content checksum on) to `out`.
 pub fn compress_frame(plain: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-    let mut encoder = zstd::stream::Encoder::new(out, LEVEL)?;
+    compress_frame_at(plain, LEVEL, out)
+}
+
+/// [`compress_frame`] at zstd level `level`; the frame states its size.
+pub fn compress_frame_at(plain: &[u8], level: i32, out: &mut Vec<u8>) -> io::Result<()> {
+    let mut encoder = zstd::stream::Encoder::new(out, level)?;
     encoder.include_checksum(true)?;
     encoder.set_pledged_src_size(Some(plain.len() as u64))?;
     encoder.write_all(plain)?;
