@@ -9,10 +9,10 @@
 //! one, and both hold the same records. The merged frames are ordinary
 //! checksummed frames of whole lines: any reader of the format reads them.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
 
 use super::faults::{self, Point};
 use super::fsio::{self, FileId};
@@ -188,7 +188,7 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
         return Ok(None);
     }
     let start = from + run[0].start as u64;
-    let temp = temp_path(path);
+    let temp = fsio::temp_beside(path);
     let written = write_merged(&old, start, &temp, path, |out| {
         let mut raw = Vec::new();
         let mut text = Vec::new();
@@ -259,13 +259,6 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
 /// The longest zstd frame header.
 const FRAME_HEADER_MAX: usize = 18;
 
-/// A temp name beside `path` for the merged log.
-fn temp_path(path: &Path) -> PathBuf {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(format!(".{}.tmp", fsio::random_hex12()));
-    PathBuf::from(temp)
-}
-
 /// Write the new log at `temp`: `old`'s first `prefix` bytes, then what
 /// `merge` pushes (`Ok(false)`: nothing worth writing), durably. Returns
 /// what was merged and the new file's identity; `None` when `merge` gave
@@ -278,13 +271,7 @@ fn write_merged(
     merge: impl FnOnce(&mut Output) -> Result<bool>,
 ) -> Result<Option<(Output, FileId)>> {
     let failed = |e: io::Error| io_error(Rule::IoWrite, temp, &e);
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(temp)
-        .map_err(failed)?;
+    let file = fsio::create_temp(temp).map_err(failed)?;
     let copied = io::copy(&mut io::Read::take(old, prefix), &mut &file).map_err(failed)?;
     if copied != prefix {
         return Err(failed(io::Error::other(

@@ -125,6 +125,24 @@ fn exists_on_materialize(path: &Path) -> Error {
     )
 }
 
+/// A fresh temp name beside `path`: `<path>.<12 hex digits>.tmp` (what
+/// [`super::compact::remove_leftovers`] knows as a crashed writer's).
+pub fn temp_beside(path: &Path) -> std::path::PathBuf {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".{}.tmp", random_hex12()));
+    std::path::PathBuf::from(temp)
+}
+
+/// Create the new file `temp` (mode 0600; never an existing file or link).
+pub fn create_temp(temp: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(temp)
+}
+
 /// The identity of a file: (device, inode).
 pub type FileId = (u64, u64);
 
@@ -142,18 +160,11 @@ pub fn publish(
     if fs::symlink_metadata(path).is_ok() {
         return Err(exists_on_materialize(path));
     }
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(format!(".{}.tmp", random_hex12()));
-    let temp = std::path::PathBuf::from(temp);
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .and_then(|f| {
-            write(&f)?;
-            f.sync_all()
-        });
+    let temp = temp_beside(path);
+    let written = create_temp(&temp).and_then(|f| {
+        write(&f)?;
+        f.sync_all()
+    });
     if let Err(e) = written {
         let _ = fs::remove_file(&temp);
         return Err(io_error(Rule::IoWrite, &temp, &e));
