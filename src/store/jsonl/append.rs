@@ -138,7 +138,12 @@ impl JsonlBackend {
             state.dir_unsynced = false;
         }
         let file = state.file.as_ref().expect("opened above");
-        let len = |file: &File| file.metadata().map(|m| m.len()).ok();
+        // The log's length around the write (zstd: what a merge may take).
+        let len = |file: &File| {
+            let zstd = compression == Compression::Zstd;
+            zstd.then(|| file.metadata().map(|m| m.len()).ok())
+                .flatten()
+        };
         let before = len(file);
         let write = |file: &File| batch::write_batch(file, events, compression, scratch);
         let result = fsio::append_durable(file, &state.path, &mut state.rollback, write);

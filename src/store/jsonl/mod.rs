@@ -247,6 +247,14 @@ impl JsonlBackend {
         Ok(self.logs.get_mut(segment).expect("inserted above"))
     }
 
+    /// Keep the resync points a read of `segment`'s log at `revision`
+    /// found (in place of any earlier ones and the range cursor).
+    fn keep_marks(&mut self, segment: &str, mut marks: range::Marks, revision: &str) {
+        marks.file = layout::file_of_revision(revision);
+        self.marks.insert(segment.to_string(), marks);
+        self.forget_cursor(segment);
+    }
+
     /// Drop the range cursor of `segment` (its log was read again, cut or
     /// deleted).
     fn forget_cursor(&mut self, segment: &str) {
@@ -366,10 +374,7 @@ impl Backend for JsonlBackend {
             return Ok(None);
         };
         let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
-        let mut marks = decoded.marks;
-        marks.file = layout::file_of_revision(&revision);
-        self.marks.insert(segment.clone(), marks);
-        self.forget_cursor(&segment);
+        self.keep_marks(&segment, decoded.marks, &revision);
         let committed = (decoded.events.len() - recovered) as u64;
         self.remember(&segment, path, Some(committed));
         if let Some(state) = self.logs.get_mut(&segment) {
@@ -513,10 +518,7 @@ impl RangeReads for JsonlBackend {
         let Some(end) = end else {
             return Ok(None);
         };
-        let mut marks = end.marks;
-        marks.file = layout::file_of_revision(&end.revision);
-        self.marks.insert(segment.clone(), marks);
-        self.forget_cursor(&segment);
+        self.keep_marks(&segment, end.marks, &end.revision);
         self.remember(&segment, path, Some(count));
         Ok(Some(Streamed {
             header: end.header,
