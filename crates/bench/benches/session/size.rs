@@ -1,8 +1,6 @@
 //! The on-disk size figure: a JSONL (zstd) log written with a flush after
 //! every step, against `zstd -3` of the same lines in one frame.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::{json, Map, Value};
 
 use crate::abi::{Buf, Store};
@@ -11,22 +9,6 @@ use crate::Ctx;
 
 /// Events written (the agent path of a long session, flushed per step).
 const EVENTS: usize = 15_000;
-
-/// The one log file under `dir`.
-fn log_file(dir: &Path) -> PathBuf {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            let found = log_file(&path);
-            if !found.as_os_str().is_empty() {
-                return found;
-            }
-        } else if path.file_name().is_some_and(|n| n == "session.jsonl.zstd") {
-            return path;
-        }
-    }
-    PathBuf::new()
-}
 
 /// Bytes this process has had written to storage so far
 /// (`/proc/self/io`), when the kernel counts them.
@@ -58,7 +40,7 @@ pub fn run(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
         }
     }
     s.flush();
-    let log = log_file(&dir);
+    let log = dir.join("_no-cwd/bench-size/session.jsonl.zstd");
     let open_bytes = std::fs::metadata(&log).unwrap().len();
     s.close();
     store.close();
