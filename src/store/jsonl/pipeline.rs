@@ -30,7 +30,8 @@ pub(super) struct Frame {
 }
 
 impl Frame {
-    fn new(plain: Vec<u8>) -> Frame {
+    /// A decoded piece, no line of it decoded yet.
+    pub(super) fn new(plain: Vec<u8>) -> Frame {
         Frame {
             from: plain.len(),
             plain,
@@ -55,7 +56,7 @@ impl Frame {
     /// line is left that may be decoded here. Only lines after the first
     /// `\n` qualify (the first may continue the previous frame's last
     /// line), and none after the last one (it may continue in the next).
-    fn decode_back(&mut self, n: usize) -> bool {
+    pub(super) fn decode_back(&mut self, n: usize) -> bool {
         let Some(first_nl) = memchr(b'\n', &self.plain) else {
             return false;
         };
@@ -189,7 +190,7 @@ struct Piece {
 }
 
 /// Lines the decoding thread decodes between two offers of a ready frame.
-const LINES_PER_STEP: usize = 16;
+pub(super) const LINES_PER_STEP: usize = 16;
 
 #[cfg(test)]
 mod tests {

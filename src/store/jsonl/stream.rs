@@ -9,6 +9,7 @@ use std::path::Path;
 use super::faults::{self, Point};
 use super::header::{read_header, Mode};
 use super::layout::{fill_from, io_error, revision_of, READ_BLOCK};
+use super::pipeline::{Frame, LINES_PER_STEP};
 use super::range::Marks;
 use super::read::Reading;
 use super::scan::{memchr, Scanner};
@@ -54,8 +55,10 @@ enum Msg {
     Header(Vec<u8>),
     /// A line starts at this file offset (a resync point).
     Mark(u64),
-    /// Decoded log text, continuing the last.
-    Plain(Vec<u8>),
+    /// Decoded log text, continuing the last, with the lines the reading
+    /// thread decoded ahead while the scanner was busy; `mark`: a line may
+    /// start at this file offset, just before the text (a resync point).
+    Plain { mark: Option<u64>, text: Frame },
     /// The end of the file: whether every byte read was decoded and the
     /// last frame finished.
     End(bool),
@@ -147,8 +150,11 @@ fn consume(
     loop {
         match rx.recv() {
             Ok(Msg::Mark(offset)) => marks.add_at_line_start(&scanner, offset),
-            Ok(Msg::Plain(text)) => {
-                scanner.feed(&text)?;
+            Ok(Msg::Plain { mark, mut text }) => {
+                if let Some(offset) = mark {
+                    marks.add_at_line_start(&scanner, offset);
+                }
+                text.feed(&mut scanner)?;
                 if !hand_on(&mut scanner, &header, sink)? {
                     return Ok(None);
                 }
@@ -162,6 +168,34 @@ fn consume(
             }
             Ok(Msg::Failed(e)) => return Err(e),
             _ => return Ok(None),
+        }
+    }
+}
+
+/// Send decoded text to the scanning side; while the channel is full,
+/// decode lines from the back of the text, so the reading thread shares
+/// the line work once it is ahead (as a whole read's decoding thread
+/// does, `pipeline.rs`). False when the scanning side stopped.
+fn offer(tx: &std::sync::mpsc::SyncSender<Msg>, mark: Option<u64>, text: Vec<u8>) -> bool {
+    use std::sync::mpsc::TrySendError;
+    let mut msg = Msg::Plain {
+        mark,
+        text: Frame::new(text),
+    };
+    let mut more = true;
+    loop {
+        if !more {
+            return tx.send(msg).is_ok();
+        }
+        match tx.try_send(msg) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(back)) => {
+                msg = back;
+                if let Msg::Plain { text, .. } = &mut msg {
+                    more = text.decode_back(LINES_PER_STEP);
+                }
+            }
         }
     }
 }
@@ -186,6 +220,8 @@ fn produce(
     // File offset of `pending[0]`.
     let mut at = 0u64;
     let mut header_done = false;
+    // A resync point waiting for the text after it.
+    let mut mark: Option<u64> = None;
     loop {
         let n = fill_from(&mut file, &mut block, path)?;
         let eof = n == 0;
@@ -222,7 +258,7 @@ fn produce(
         match compression {
             Compression::None => {
                 let text = pending[used..].to_vec();
-                if !send(Msg::Mark(at + used as u64)) || !send(Msg::Plain(text)) {
+                if !offer(tx, Some(at + used as u64), text) {
                     return Ok(None);
                 }
                 used = pending.len();
@@ -245,8 +281,13 @@ fn produce(
                         if rest[..4] != MAGIC.to_le_bytes() {
                             return Ok(None); // the whole read names it
                         }
-                        if !send(Msg::Mark(at + (used + input.pos()) as u64)) {
-                            return Ok(None);
+                        // The mark goes with the frame's first text; a
+                        // frame that gave none sends its own.
+                        let start = at + (used + input.pos()) as u64;
+                        if let Some(m) = mark.replace(start) {
+                            if !send(Msg::Mark(m)) {
+                                return Ok(None);
+                            }
                         }
                     } else if rest.is_empty() && !full {
                         break; // the decoder holds no more text: read on
@@ -263,7 +304,7 @@ fn produce(
                     } else {
                         std::mem::replace(&mut plain, Vec::with_capacity(READ_BLOCK))
                     };
-                    if !text.is_empty() && !send(Msg::Plain(text)) {
+                    if !text.is_empty() && !offer(tx, mark.take(), text) {
                         return Ok(None);
                     }
                     frame_start = ended;
@@ -274,6 +315,11 @@ fn produce(
         pending.drain(..used);
         at += used as u64;
         if eof {
+            if let Some(m) = mark {
+                if !send(Msg::Mark(m)) {
+                    return Ok(None);
+                }
+            }
             return Ok(Some(pending.is_empty() && frame_start));
         }
     }
@@ -320,11 +366,22 @@ mod tests {
         std::fs::write(path, out).unwrap();
     }
 
-    fn streamed(root: &TempRoot) -> Option<Vec<Stored>> {
+    /// A sink that takes its time, so the reading thread gets ahead and
+    /// decodes lines of the pieces it waits to hand on.
+    fn slow_sink(batch: &[Stored]) {
+        if !batch.is_empty() {
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+    }
+
+    fn streamed(root: &TempRoot, slow: bool) -> Option<Vec<Stored>> {
         let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
         let mut got = Vec::new();
         let end = b
             .load_streaming("s", &mut |_, batch| {
+                if slow {
+                    slow_sink(&batch);
+                }
                 got.extend(batch);
                 Ok(())
             })
@@ -356,14 +413,24 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(whole.events.len(), 3000);
-            let got = streamed(&root).unwrap_or_else(|| panic!("round {round}: not clean"));
+            // A scanner that keeps up, and one that falls behind (lines
+            // then decoded ahead on the reading thread).
+            let slow = round % 2 == 1;
+            let got = streamed(&root, slow).unwrap_or_else(|| panic!("round {round}: not clean"));
             assert_eq!(got, whole.events, "round {round} {cuts:?}");
             // The resync points kept by either read are right: range reads
             // from them give slices of the whole read.
             for streaming in [true, false] {
                 let mut b = JsonlBackend::open(&root.0, Compression::Zstd).unwrap();
                 if streaming {
-                    b.load_streaming("s", &mut |_, _| Ok(())).unwrap().unwrap();
+                    b.load_streaming("s", &mut |_, batch| {
+                        if slow {
+                            slow_sink(&batch);
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+                    .unwrap();
                 } else {
                     b.load("s").unwrap().unwrap();
                 }
@@ -378,7 +445,8 @@ mod tests {
         // leaves it to the whole read, which names it.
         let skippable = [0x50, 0x2a, 0x4d, 0x18, 1, 0, 0, 0, 0];
         reframe(&path, &[body_len / 2], Some((1, &skippable)));
-        assert!(streamed(&root).is_none());
+        assert!(streamed(&root, false).is_none());
+        assert!(streamed(&root, true).is_none());
         let err = JsonlBackend::open(&root.0, Compression::Zstd)
             .unwrap()
             .load("s")
@@ -389,7 +457,8 @@ mod tests {
         let n = bytes.len();
         bytes[n - 40] ^= 0x55;
         std::fs::write(&path, bytes).unwrap();
-        assert!(streamed(&root).is_none());
+        assert!(streamed(&root, false).is_none());
+        assert!(streamed(&root, true).is_none());
         assert!(JsonlBackend::open(&root.0, Compression::Zstd)
             .unwrap()
             .load("s")
