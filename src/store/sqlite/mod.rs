@@ -253,7 +253,7 @@ fn write_tx(conn: &mut Connection) -> Result<Transaction<'_>> {
 }
 
 /// Rows per page of a streaming read.
-const STREAM_PAGE: usize = 1024;
+const STREAM_PAGE: usize = if cfg!(test) { 64 } else { 1024 };
 
 fn lossy(id: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(id)

@@ -1,8 +1,10 @@
 //! The streaming read of a session's rows (a windowed open): one read
 //! transaction, its pages of rows read on a thread of their own while the
-//! calling thread decodes the page before and hands its events on.
+//! calling thread decodes the page before and hands its events on. When
+//! the calling thread falls behind, the reading thread decodes the pages
+//! it cannot hand on yet, so both cores decode (as in a whole read).
 
-use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender, TrySendError};
 
 use rusqlite::Connection;
 
@@ -26,7 +28,7 @@ pub(super) fn stream(
     sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
 ) -> Result<Option<(SessionRow, u64, i64)>> {
     std::thread::scope(|scope| {
-        let (pages, rx) = sync_channel::<Page>(2);
+        let (pages, rx) = sync_channel::<Page>(1);
         let (spent, reuse) = channel::<RowBuf>();
         scope.spawn(move || {
             let end = match read_pages(conn, id.as_bytes(), &pages, &reuse) {
@@ -52,6 +54,15 @@ pub(super) fn stream(
                     next += batch.len() as u64;
                     sink(&session.header, batch)?;
                 }
+                Ok(Page::Decoded { first, events }) => {
+                    // The page is contiguous from its first row: it
+                    // continues the log when that row is the next seq.
+                    if first != next {
+                        return Ok(None);
+                    }
+                    next += events.len() as u64;
+                    sink(&session.header, events)?;
+                }
                 Ok(Page::End(data_version)) => return Ok(Some((session, next, data_version))),
                 Ok(Page::Failed(e)) => return Err(e),
                 _ => return Ok(None),
@@ -66,6 +77,9 @@ enum Page {
     Session(SessionRow),
     /// A page of rows, in seq order.
     Rows(RowBuf),
+    /// A page of rows the reading thread decoded (contiguous from the
+    /// seq of its first row, `first`): its events.
+    Decoded { first: u64, events: Vec<Stored> },
     /// Every row read: the read transaction's `data_version`.
     End(i64),
     /// A read failed.
@@ -96,8 +110,12 @@ fn read_pages(
         ))
         .map_err(sql_err)?;
     let mut after = -1i64;
+    let mut spare = None;
     loop {
-        let mut page = reuse.try_recv().unwrap_or_default();
+        let mut page = spare
+            .take()
+            .or_else(|| reuse.try_recv().ok())
+            .unwrap_or_default();
         page.clear();
         let mut q = stmt.query((Wtf8(id), after)).map_err(sql_err)?;
         while let Some(row) = q.next().map_err(sql_err)? {
@@ -108,10 +126,37 @@ fn read_pages(
         if page.is_empty() {
             break;
         }
-        if pages.send(Page::Rows(page)).is_err() {
-            return Ok(None);
+        match pages.try_send(Page::Rows(page)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(Page::Rows(mut page))) => {
+                // The other side is busy: decode the page here. A page that
+                // does not decode ends the read (the other side answers
+                // `None` when the channel closes without an end).
+                let first = page.iter().next().map_or(0, |r| r.seq);
+                let Some(events) = load::decode_page(&page, first) else {
+                    return Ok(None);
+                };
+                page.clear();
+                spare = Some(page);
+                #[cfg(test)]
+                DECODED_AHEAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if pages.send(Page::Decoded { first, events }).is_err() {
+                    return Ok(None);
+                }
+            }
+            Err(_) => return Ok(None),
         }
     }
     drop(stmt);
     load::commit_read(tx).map(Some)
+}
+
+/// Pages decoded by a reading thread, in this test process.
+#[cfg(test)]
+static DECODED_AHEAD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many pages reading threads of this test process decoded.
+#[cfg(test)]
+pub(super) fn decoded_ahead() -> usize {
+    DECODED_AHEAD.load(std::sync::atomic::Ordering::Relaxed)
 }

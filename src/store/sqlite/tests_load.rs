@@ -155,11 +155,16 @@ fn a_range_read_is_the_slice_of_a_whole_read() {
 fn a_streaming_read_is_the_whole_read_or_declines() {
     let events = long_log(3_000, 5);
     let dir = stored("long-stream", &events);
-    let stream = |b: &mut SqliteBackend, id: &str| {
+    // `slow`: the sink takes its time, so the reading thread gets ahead
+    // and decodes the pages it cannot hand on yet.
+    let stream = |b: &mut SqliteBackend, id: &str, slow: bool| {
         let mut got = Vec::new();
         let mut batches = 0;
         let end = b
             .load_streaming(id, &mut |_, batch| {
+                if slow {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
                 batches += 1;
                 got.extend(batch);
                 Ok(())
@@ -167,18 +172,30 @@ fn a_streaming_read_is_the_whole_read_or_declines() {
             .unwrap();
         end.map(|_| (got, batches))
     };
-    let mut b = open(&dir.db());
-    let (got, batches) = stream(&mut b, "s").expect("a clean log streams");
-    assert_eq!(got, values(&events));
-    assert!(batches > 1, "{batches} batches");
-    assert!(stream(&mut b, "absent").is_none());
-    drop(b);
+    for slow in [false, true] {
+        let mut b = open(&dir.db());
+        let ahead = super::stream::decoded_ahead();
+        let (got, batches) = stream(&mut b, "s", slow).expect("a clean log streams");
+        assert_eq!(got, values(&events));
+        assert!(batches > 2, "{batches} batches");
+        if slow {
+            assert!(
+                super::stream::decoded_ahead() > ahead,
+                "no page decoded ahead"
+            );
+        }
+        assert!(stream(&mut b, "absent", slow).is_none());
+    }
     raw(&dir.db())
         .execute_batch("UPDATE events SET source_event_seqs = X'80' WHERE seq = 6001")
         .unwrap();
-    assert!(stream(&mut open(&dir.db()), "s").is_none());
+    for slow in [false, true] {
+        assert!(stream(&mut open(&dir.db()), "s", slow).is_none());
+    }
     raw(&dir.db())
         .execute_batch("DELETE FROM events WHERE seq = 6001")
         .unwrap();
-    assert!(stream(&mut open(&dir.db()), "s").is_none());
+    for slow in [false, true] {
+        assert!(stream(&mut open(&dir.db()), "s", slow).is_none());
+    }
 }
