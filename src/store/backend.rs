@@ -173,6 +173,19 @@ pub trait Backend: Send {
         self.append(header, events, materialize)
     }
 
+    /// [`Backend::append_fork`] of a chunked log (a fork child's seed,
+    /// handed over shared). The default copies it into one slice.
+    fn append_fork_log(
+        &mut self,
+        header: &Value,
+        events: &Log,
+        materialize: bool,
+        parent: &str,
+        prefix: u64,
+    ) -> Result<()> {
+        self.append_fork(header, &events.to_vec(), materialize, parent, prefix)
+    }
+
     /// The store has nothing more to write for session `id` for now (it
     /// was closed with nothing pending): a backend that holds a per-session
     /// writer lock may let it go. The default does nothing.

@@ -104,6 +104,18 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    /// The parent's events are shared anyway: as [`Backend::append_log`].
+    fn append_fork_log(
+        &mut self,
+        header: &Value,
+        events: &Log,
+        materialize: bool,
+        _parent: &str,
+        _prefix: u64,
+    ) -> Result<()> {
+        self.append_log(header, events, materialize)
+    }
+
     fn delete(&mut self, id: &str) -> Result<bool> {
         Ok(self.sessions.remove(id).is_some())
     }

@@ -387,13 +387,9 @@ impl Writer {
                 crate::store::seqs::check_log_ends(id, next_seq, log).and_then(|()| {
                     let mut backend = lock_backend(&self.shared.backend);
                     match &fork {
-                        Some((parent, prefix)) if next_seq < *prefix => backend.append_fork(
-                            &header,
-                            &log.to_vec(),
-                            !materialized,
-                            parent,
-                            *prefix,
-                        ),
+                        Some((parent, prefix)) if next_seq < *prefix => {
+                            backend.append_fork_log(&header, log, !materialized, parent, *prefix)
+                        }
                         _ => backend.append_log(&header, log, !materialized),
                     }
                 })

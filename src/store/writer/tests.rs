@@ -1,6 +1,7 @@
 //! Tests of `writer`.
 use super::pending::Taken;
 use super::*;
+use crate::engine::chunked::CHUNK;
 use crate::engine::event::APPEND_ORDER;
 use crate::json::JsString;
 use crate::rule::Rule;
@@ -568,4 +569,96 @@ fn a_flush_writes_a_long_backlog_in_bounded_rounds() {
         assert!(sizes.len() >= 3, "written in rounds: {sizes:?}");
         assert!(sizes.iter().all(|&n| n <= ROUND_BYTES), "{sizes:?}");
     }
+}
+
+/// First chunks of the logs a backend was handed whole.
+type Chunks = Arc<Mutex<Vec<Arc<[Arc<Event>]>>>>;
+
+/// A memory backend that keeps the first chunk of each log handed over
+/// whole, to see whether a seed arrived shared.
+struct Sharing {
+    inner: MemoryBackend,
+    first_chunks: Chunks,
+}
+
+impl Backend for Sharing {
+    fn name(&self) -> &'static str {
+        "sharing"
+    }
+    fn list(&mut self) -> Result<Vec<Listed>> {
+        self.inner.list()
+    }
+    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
+        self.inner.load(id)
+    }
+    fn revision(&mut self, id: &str) -> Result<Option<String>> {
+        self.inner.revision(id)
+    }
+    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        self.inner.append(header, events, materialize)
+    }
+    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
+        self.first_chunks
+            .lock()
+            .unwrap()
+            .extend(events.chunk(0).cloned());
+        self.inner.append_log(header, events, materialize)
+    }
+    fn append_fork_log(
+        &mut self,
+        header: &Value,
+        events: &Log,
+        materialize: bool,
+        parent: &str,
+        prefix: u64,
+    ) -> Result<()> {
+        self.first_chunks
+            .lock()
+            .unwrap()
+            .extend(events.chunk(0).cloned());
+        self.inner
+            .append_fork_log(header, events, materialize, parent, prefix)
+    }
+    fn delete(&mut self, id: &str) -> Result<bool> {
+        self.inner.delete(id)
+    }
+    fn commit_repair(
+        &mut self,
+        header: &Value,
+        torn: Option<&Torn>,
+        events: &[Arc<Event>],
+    ) -> Result<()> {
+        self.inner.commit_repair(header, torn, events)
+    }
+}
+
+#[test]
+fn a_fork_seed_written_on_the_callers_thread_is_handed_over_shared() {
+    // A memory store writes on the caller's thread: a fork child's seed
+    // (the parent's events) must reach it as the shared log, not a copy
+    // of every event (a fork of a long log stays O(chunks)).
+    let first_chunks: Chunks = Arc::default();
+    let backend: SharedBackend = Arc::new(Mutex::new(Box::new(Sharing {
+        inner: MemoryBackend::new(),
+        first_chunks: first_chunks.clone(),
+    })));
+    let w = Writer::new(backend.clone(), 0);
+    let log: Log = (0..CHUNK as u64 + 10).map(event).collect();
+    for (id, fork) in [("parent", None), ("child", Some("parent"))] {
+        let header = Value::obj([("version", Value::Number(0.0)), ("id", Value::str(id))]);
+        w.track(id, &header, None, false);
+        if let Some(parent) = fork {
+            w.track_fork(id, parent, log.len() as u64);
+        }
+        w.enqueue_log(id, &log).unwrap();
+    }
+    let got = first_chunks.lock().unwrap();
+    assert_eq!(got.len(), 2, "both seeds arrived as logs");
+    let ours = log.chunk(0).unwrap();
+    assert!(
+        got.iter().all(|c| Arc::ptr_eq(c, ours)),
+        "shared, not copied"
+    );
+    let stored = lock_backend(&backend).load("child").unwrap().unwrap();
+    assert_eq!(stored.events.len(), log.len());
 }
