@@ -9,11 +9,17 @@ use crate::store::backend::{header_id, Listed, Loaded, Torn};
 use crate::store::memory::MemoryBackend;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+/// First chunks of the logs a backend was handed whole.
+type Chunks = Arc<Mutex<Vec<Arc<[Arc<Event>]>>>>;
+
 /// A memory backend whose writes can be made to fail.
 struct Flaky {
     inner: MemoryBackend,
     fail: Arc<AtomicBool>,
     writes: Arc<AtomicUsize>,
+    /// The first chunk of every log handed over whole (a seed), to see
+    /// whether it arrived shared.
+    seeds: Chunks,
 }
 
 thread_local! {
@@ -45,6 +51,20 @@ impl Backend for Flaky {
         let bytes = events.iter().map(|e| e.text().len()).sum();
         BATCH_BYTES_HERE.with(|b| b.borrow_mut().push(bytes));
         self.inner.append(header, events, materialize)
+    }
+    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
+        self.seeds.lock().unwrap().extend(events.chunk(0).cloned());
+        self.append(header, &events.to_vec(), materialize)
+    }
+    fn append_fork_log(
+        &mut self,
+        header: &Value,
+        events: &Log,
+        materialize: bool,
+        _parent: &str,
+        _prefix: u64,
+    ) -> Result<()> {
+        self.append_log(header, events, materialize)
     }
     fn delete(&mut self, id: &str) -> Result<bool> {
         self.inner.delete(id)
@@ -86,6 +106,7 @@ fn setup(
         inner: MemoryBackend::new(),
         fail: fail.clone(),
         writes: writes.clone(),
+        seeds: Chunks::default(),
     })));
     let header = Value::obj([("version", Value::Number(0.0)), ("id", Value::str("s"))]);
     let w = Writer::new(backend.clone(), window_ms);
@@ -571,76 +592,17 @@ fn a_flush_writes_a_long_backlog_in_bounded_rounds() {
     }
 }
 
-/// First chunks of the logs a backend was handed whole.
-type Chunks = Arc<Mutex<Vec<Arc<[Arc<Event>]>>>>;
-
-/// A memory backend that keeps the first chunk of each log handed over
-/// whole, to see whether a seed arrived shared.
-struct Sharing {
-    inner: MemoryBackend,
-    first_chunks: Chunks,
-}
-
-impl Backend for Sharing {
-    fn name(&self) -> &'static str {
-        "sharing"
-    }
-    fn list(&mut self) -> Result<Vec<Listed>> {
-        self.inner.list()
-    }
-    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
-        self.inner.load(id)
-    }
-    fn revision(&mut self, id: &str) -> Result<Option<String>> {
-        self.inner.revision(id)
-    }
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        self.inner.append(header, events, materialize)
-    }
-    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
-        self.first_chunks
-            .lock()
-            .unwrap()
-            .extend(events.chunk(0).cloned());
-        self.inner.append_log(header, events, materialize)
-    }
-    fn append_fork_log(
-        &mut self,
-        header: &Value,
-        events: &Log,
-        materialize: bool,
-        parent: &str,
-        prefix: u64,
-    ) -> Result<()> {
-        self.first_chunks
-            .lock()
-            .unwrap()
-            .extend(events.chunk(0).cloned());
-        self.inner
-            .append_fork_log(header, events, materialize, parent, prefix)
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<()> {
-        self.inner.commit_repair(header, torn, events)
-    }
-}
-
 #[test]
 fn a_fork_seed_written_on_the_callers_thread_is_handed_over_shared() {
     // A memory store writes on the caller's thread: a fork child's seed
-    // (the parent's events) must reach it as the shared log, not a copy
-    // of every event (a fork of a long log stays O(chunks)).
-    let first_chunks: Chunks = Arc::default();
-    let backend: SharedBackend = Arc::new(Mutex::new(Box::new(Sharing {
+    // (the parent's events) must reach its backend as the shared log, not
+    // a copy of every event (a fork of a long log stays O(chunks)).
+    let seeds = Chunks::default();
+    let backend: SharedBackend = Arc::new(Mutex::new(Box::new(Flaky {
         inner: MemoryBackend::new(),
-        first_chunks: first_chunks.clone(),
+        fail: Arc::default(),
+        writes: Arc::default(),
+        seeds: seeds.clone(),
     })));
     let w = Writer::new(backend.clone(), 0);
     let log: Log = (0..CHUNK as u64 + 10).map(event).collect();
@@ -652,7 +614,7 @@ fn a_fork_seed_written_on_the_callers_thread_is_handed_over_shared() {
         }
         w.enqueue_log(id, &log).unwrap();
     }
-    let got = first_chunks.lock().unwrap();
+    let got = seeds.lock().unwrap();
     assert_eq!(got.len(), 2, "both seeds arrived as logs");
     let ours = log.chunk(0).unwrap();
     assert!(
