@@ -127,7 +127,7 @@ pub(super) fn scan_frames_in_order(
                 let mut first = true;
                 loop {
                     let mut buf = recycled.try_recv().unwrap_or_default();
-                    let mut item = pieces.next_into(&mut buf).map(|_| Piece {
+                    let item = pieces.next_into(&mut buf).map(|_| Piece {
                         frame: Frame::new(buf),
                         first,
                         last: pieces.is_done(),
@@ -138,22 +138,10 @@ pub(super) fn scan_frames_in_order(
                         Err(_) => (true, true),
                     };
                     // Until the scanner takes the piece, decode its lines.
-                    let mut more = !failed;
-                    let sent = loop {
-                        if !more {
-                            break ready.send(item).is_ok();
-                        }
-                        match ready.try_send(item) {
-                            Ok(()) => break true,
-                            Err(mpsc::TrySendError::Disconnected(_)) => break false,
-                            Err(mpsc::TrySendError::Full(back)) => {
-                                item = back;
-                                if let Ok(piece) = &mut item {
-                                    more = piece.frame.decode_back(LINES_PER_STEP);
-                                }
-                            }
-                        }
-                    };
+                    let sent = send_working(&ready, item, |item| match item {
+                        Ok(piece) if !failed => piece.frame.decode_back(LINES_PER_STEP),
+                        _ => false,
+                    });
                     // A closed channel means the scan stopped at an error.
                     if !sent || failed {
                         return;
@@ -179,6 +167,29 @@ pub(super) fn scan_frames_in_order(
         }
         Ok(())
     })
+}
+
+/// Send `item` on `tx`. While the channel is full, call `work` on it
+/// (the sending thread shares the receiver's work instead of waiting)
+/// until it says nothing is left to do, then wait. False when the
+/// receiving side is gone.
+pub(super) fn send_working<T>(
+    tx: &mpsc::SyncSender<T>,
+    mut item: T,
+    mut work: impl FnMut(&mut T) -> bool,
+) -> bool {
+    loop {
+        match tx.try_send(item) {
+            Ok(()) => return true,
+            Err(mpsc::TrySendError::Disconnected(_)) => return false,
+            Err(mpsc::TrySendError::Full(mut back)) => {
+                if !work(&mut back) {
+                    return tx.send(back).is_ok();
+                }
+                item = back;
+            }
+        }
+    }
 }
 
 /// A piece of a frame on its way to the scanner, and whether it is the

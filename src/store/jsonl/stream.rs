@@ -9,7 +9,7 @@ use std::path::Path;
 use super::faults::{self, Point};
 use super::header::{read_header, Mode};
 use super::layout::{fill_from, io_error, revision_of, READ_BLOCK};
-use super::pipeline::{Frame, LINES_PER_STEP};
+use super::pipeline::{send_working, Frame, LINES_PER_STEP};
 use super::range::Marks;
 use super::read::Reading;
 use super::scan::{memchr, Scanner};
@@ -177,27 +177,14 @@ fn consume(
 /// the line work once it is ahead (as a whole read's decoding thread
 /// does, `pipeline.rs`). False when the scanning side stopped.
 fn offer(tx: &std::sync::mpsc::SyncSender<Msg>, mark: Option<u64>, text: Vec<u8>) -> bool {
-    use std::sync::mpsc::TrySendError;
-    let mut msg = Msg::Plain {
+    let msg = Msg::Plain {
         mark,
         text: Frame::new(text),
     };
-    let mut more = true;
-    loop {
-        if !more {
-            return tx.send(msg).is_ok();
-        }
-        match tx.try_send(msg) {
-            Ok(()) => return true,
-            Err(TrySendError::Disconnected(_)) => return false,
-            Err(TrySendError::Full(back)) => {
-                msg = back;
-                if let Msg::Plain { text, .. } = &mut msg {
-                    more = text.decode_back(LINES_PER_STEP);
-                }
-            }
-        }
-    }
+    send_working(tx, msg, |msg| match msg {
+        Msg::Plain { text, .. } => text.decode_back(LINES_PER_STEP),
+        _ => false,
+    })
 }
 
 /// The reading side: read `file` a block at a time and send the header,
