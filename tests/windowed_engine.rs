@@ -51,7 +51,7 @@ fn reads_reach_storage_only_before_the_window() {
     let mut twin = session(n);
     let mut s = session(n);
     let source = Arc::new(Counted {
-        events: Mutex::new(s.events().iter().cloned().collect()),
+        events: Mutex::new(s.events().iter().collect()),
         reads: AtomicUsize::new(0),
     });
     s.set_window(source.clone(), 100);

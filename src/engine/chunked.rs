@@ -79,7 +79,6 @@ impl<T> Chunked<T> {
     }
 
     /// The element at `index`, or `None` when `index >= self.len()`.
-    /// An index inside an evicted chunk also answers `None`.
     pub fn get(&self, index: usize) -> Option<&T> {
         let c = index / CHUNK;
         match self.chunks.get(c) {
@@ -160,10 +159,6 @@ impl<T> Chunked<T> {
             };
         }
         let middle = &self.chunks[ca + 1..cb];
-        assert!(
-            middle.iter().all(|c| c.len() == CHUNK),
-            "a chunk of the range is evicted"
-        );
         SliceIter {
             front: &self.segment(ca)[a - ca * CHUNK..],
             middle: middle.iter(),
@@ -173,59 +168,21 @@ impl<T> Chunked<T> {
 
     /// Storage segment `k`: full chunk `k`, or the tail when `k` is the
     /// number of full chunks.
-    ///
-    /// # Panics
-    ///
-    /// When chunk `k` is evicted.
     fn segment(&self, k: usize) -> &[T] {
         match self.chunks.get(k) {
-            Some(c) => {
-                assert!(c.len() == CHUNK, "chunk {k} of the log is evicted");
-                c
-            }
+            Some(c) => c,
             None => &self.tail,
         }
     }
 
-    /// The number of full chunks (resident or evicted).
+    /// The number of full chunks.
     pub fn full_chunks(&self) -> usize {
         self.chunks.len()
     }
 
-    /// Full chunk `k`, shared; `None` when it is evicted or `k` is not a
-    /// full chunk.
+    /// Full chunk `k`, shared; `None` when `k` is not a full chunk.
     pub fn chunk(&self, k: usize) -> Option<&Arc<[T]>> {
-        self.chunks.get(k).filter(|c| c.len() == CHUNK)
-    }
-
-    /// Drop this log's reference to the elements of full chunk `k` (other
-    /// logs sharing it keep theirs). The log keeps its length; [`get`]
-    /// answers `None` for the chunk's indexes, and iterating, slicing,
-    /// truncating or taking a prefix that reads them panics until
-    /// [`Chunked::restore_chunk`] puts them back. Windowed sessions use
-    /// this to keep only a tail of their log resident.
-    ///
-    /// [`get`]: Chunked::get
-    ///
-    /// # Panics
-    ///
-    /// When `k` is not a full chunk.
-    pub fn evict_chunk(&mut self, k: usize) {
-        assert!(k < self.chunks.len(), "chunk {k} is not a full chunk");
-        self.chunks[k] = Arc::from(Vec::new());
-    }
-
-    /// Put the elements of full chunk `k` back (see
-    /// [`Chunked::evict_chunk`]).
-    ///
-    /// # Panics
-    ///
-    /// When `k` is not a full chunk or `chunk` does not hold exactly
-    /// [`CHUNK`] elements.
-    pub fn restore_chunk(&mut self, k: usize, chunk: Arc<[T]>) {
-        assert!(k < self.chunks.len(), "chunk {k} is not a full chunk");
-        assert_eq!(chunk.len(), CHUNK, "a restored chunk holds CHUNK elements");
-        self.chunks[k] = chunk;
+        self.chunks.get(k)
     }
 
     /// Resolves `range` against `0..len`, panicking like slice indexing.
@@ -304,8 +261,7 @@ impl<T: Clone> Chunked<T> {
         out
     }
 
-    /// Clones of the first `rem` elements of segment `k` (none read when
-    /// `rem` is 0, so an evicted chunk there is fine).
+    /// Clones of the first `rem` elements of segment `k`.
     fn head_of(&self, k: usize, rem: usize) -> Vec<T> {
         if rem == 0 {
             return Vec::new();

@@ -70,9 +70,10 @@ impl Message {
         })
     }
 
-    /// The message's text inside `e`, the event it was projected from.
-    pub fn text_in<'a>(&self, e: &'a Event) -> &'a str {
-        &e.text()[self.start as usize..self.end as usize]
+    /// The message's text inside `text`, the canonical text of the event
+    /// it was projected from.
+    pub fn text_in<'a>(&self, text: &'a str) -> &'a str {
+        &text[self.start as usize..self.end as usize]
     }
 
     /// The length of the message's JSON text in bytes.

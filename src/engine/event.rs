@@ -1,7 +1,7 @@
 //! The event envelope (events.md §3) and its canonical serialization.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::json::{self, canon, JsString, Value};
@@ -36,6 +36,9 @@ pub const END_SEED: &str = "session/end-seed";
 pub const SURFACE_TYPES: [&str; 3] = [USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT];
 
 mod build;
+mod packed;
+
+pub use packed::Packed;
 
 /// True when `ty` is one of the three surface-eligible types.
 pub fn is_surface_type(ty: &JsString) -> bool {
@@ -138,6 +141,9 @@ pub struct Event {
     checked: AtomicU8,
     /// `data` as a value tree, built on first use.
     tree: OnceLock<Box<Value>>,
+    /// The packed chunk this event is the last of, once a log sealed it
+    /// (another log sealing the same events shares it).
+    sealed: OnceLock<Arc<Packed>>,
 }
 
 /// Bits of the seed checks an event is known to pass (see [`Event::is_checked`]).
@@ -181,6 +187,7 @@ impl Clone for Event {
             at: self.at,
             checked: AtomicU8::new(self.checked.load(Ordering::Relaxed)),
             tree: self.tree.clone(),
+            sealed: OnceLock::new(),
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod chunked;
 pub mod derive;
 pub mod event;
 mod input;
+pub mod log;
 pub mod repair;
 pub mod request;
 pub mod seed;

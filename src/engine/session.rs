@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::admission::{Admission, Policy};
-use super::chunked::Chunked;
 use super::derive::DeriveCache;
 use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
 pub use super::input::{check_append_input, parse_input, DataText};
@@ -39,8 +38,7 @@ pub struct DeriveDelta {
     pub messages: String,
 }
 
-/// A session's log: chunked, so forks share their prefix with the parent.
-pub type Log = Chunked<Arc<Event>>;
+pub use super::log::Log;
 
 /// The session engine.
 #[derive(Debug)]
@@ -64,28 +62,37 @@ pub struct Session {
     policy: Policy,
 }
 
-/// The first `len` events of a log as the surface's lookup, plus events of
-/// evicted chunks read back for this one plan.
+/// The first `len` events of a log as the surface's lookup, plus the
+/// events this one plan looks at that the log does not hold as objects
+/// (made again from packed chunks, or read back from storage).
 struct LogLookup<'a> {
     log: &'a Log,
     len: usize,
-    extra: &'a [Arc<Event>],
+    extra: Vec<Arc<Event>>,
 }
 
 impl<'a> LogLookup<'a> {
-    fn all(log: &'a Log) -> LogLookup<'a> {
-        LogLookup {
-            log,
-            len: log.len(),
-            extra: &[],
-        }
+    /// The lookup for planning `e` over the first `len` events of `log`.
+    fn for_event(log: &'a Log, len: usize, e: &Event) -> LogLookup<'a> {
+        LogLookup::for_op(log, len, e.op().as_ref())
+    }
+
+    /// The lookup for planning an event whose `surfaceOp` is `op`: the
+    /// events its replace names that sit in packed chunks are made again
+    /// (a tool-result rewrite compares with its target).
+    fn for_op(log: &'a Log, len: usize, op: Option<&Value>) -> LogLookup<'a> {
+        let extra = replace_ends(op)
+            .filter(|&seq| seq < len as u64 && log.resident(seq as usize).is_none())
+            .filter_map(|seq| log.get(seq as usize))
+            .collect();
+        LogLookup { log, len, extra }
     }
 }
 
 impl EventLookup for LogLookup<'_> {
     fn type_and_data(&self, seq: u64) -> Option<(&JsString, CandidateData<'_>)> {
         let i = usize::try_from(seq).ok().filter(|&i| i < self.len)?;
-        let e = match self.log.get(i) {
+        let e = match self.log.resident(i) {
             Some(e) => e,
             None => self.extra.iter().find(|e| e.seq == seq)?,
         };
@@ -171,7 +178,7 @@ impl Session {
         for (i, e) in self.log.iter().take(end).enumerate() {
             let subject = || format!("seed {} at index {i}", e.ty.to_string_lossy());
             self.policy
-                .check(e, &subject)
+                .check(&e, &subject)
                 .map_err(|err| err.at_index(i))?;
         }
         Ok(())
@@ -265,7 +272,7 @@ impl Session {
             &e,
             i as u64,
             self.markers,
-            &LogLookup::all(&self.log),
+            &LogLookup::for_event(&self.log, self.log.len(), &e),
         )
         .map_err(|err| {
             err.prefixed(&format!("invalid seed event at index {i}: "))
@@ -283,17 +290,14 @@ impl Session {
     }
 
     fn plan(&self, e: &Event) -> Result<Plan> {
-        let op = e.op();
-        let extra = self.evicted_targets(op.as_ref())?;
+        let mut lookup = LogLookup::for_event(&self.log, self.log.len(), e);
+        lookup.extra.extend(self.evicted_targets(e.op().as_ref())?);
         plan_event(
             &self.surface,
             e,
             self.log.len() as u64,
             self.markers,
-            &LogLookup {
-                extra: &extra,
-                ..LogLookup::all(&self.log)
-            },
+            &lookup,
         )
     }
 
@@ -305,7 +309,7 @@ impl Session {
         }
         let view = self.view();
         replace_ends(op)
-            .filter(|&seq| seq < self.log.len() as u64 && self.log.get(seq as usize).is_none())
+            .filter(|&seq| seq < self.log.len() as u64 && self.log.text(seq as usize).is_none())
             .map(|seq| view.event(seq as usize))
             .collect()
     }
@@ -359,11 +363,8 @@ impl Session {
             op,
             sources,
         };
-        let extra = self.evicted_targets(op)?;
-        let lookup = LogLookup {
-            extra: &extra,
-            ..LogLookup::all(&self.log)
-        };
+        let mut lookup = LogLookup::for_op(&self.log, self.log.len(), op);
+        lookup.extra.extend(self.evicted_targets(op)?);
         let plan = self.surface.plan(&c, seq, self.markers, &lookup)?;
         let subject = || format!("appended {} at seq {seq}", event.ty.to_string_lossy());
         self.policy.check(&event, &subject)?;
@@ -460,7 +461,7 @@ impl Session {
     pub fn open_turn(&self) -> Result<Option<Value>> {
         let last = self
             .view()
-            .rfind(self.log.len(), |e| e.ty == TURN_START || e.ty == TURN_END)?;
+            .rfind(self.log.len(), |t| t == TURN_START || t == TURN_END)?;
         Ok(last.filter(|e| e.ty == TURN_START).map(|e| {
             e.data()
                 .as_object()
@@ -493,14 +494,10 @@ fn refold(log: &Log, markers: Markers) -> Result<Surface> {
     for (i, e) in log.iter().enumerate() {
         let plan = plan_event(
             &surface,
-            e,
+            &e,
             i as u64,
             markers,
-            &LogLookup {
-                log,
-                len: i,
-                extra: &[],
-            },
+            &LogLookup::for_event(log, i, &e),
         )
         .map_err(|err| {
             err.prefixed(&format!("invalid seed event at index {i}: "))

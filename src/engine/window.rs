@@ -12,6 +12,7 @@ use super::chunked::CHUNK;
 use super::event::Event;
 use super::session::Log;
 use crate::error::{Error, Result, Status};
+use crate::json::JsString;
 use crate::rule::Rule;
 
 /// Reads a session's stored events back (implemented by the store).
@@ -92,13 +93,13 @@ impl<'a> View<'a> {
         while i < b {
             let k = i / CHUNK;
             let end = ((k + 1) * CHUNK).min(b);
-            if k < self.log.full_chunks() {
+            if self.log.is_evicted(k) {
                 let chunk = self.chunk(k)?;
                 chunk[i - k * CHUNK..end - k * CHUNK]
                     .iter()
                     .for_each(&mut f);
             } else {
-                self.log.range(i..end).for_each(&mut f);
+                self.log.range(i..end).for_each(|e| f(&e));
             }
             i = end;
         }
@@ -110,9 +111,12 @@ impl<'a> View<'a> {
     pub fn visit_seqs(&self, seqs: &[u64], mut f: impl FnMut(usize, &Event)) -> Result<()> {
         let mut missing = Vec::new();
         for (i, &seq) in seqs.iter().enumerate() {
-            match self.log.get(seq as usize) {
+            match self.log.resident(seq as usize) {
                 Some(e) => f(i, e),
-                None => missing.push((seq, i)),
+                None => match self.log.get(seq as usize) {
+                    Some(e) => f(i, &e),
+                    None => missing.push((seq, i)),
+                },
             }
         }
         missing.sort_unstable();
@@ -140,18 +144,30 @@ impl<'a> View<'a> {
         Ok(self.chunk(i / CHUNK)?[i % CHUNK].clone())
     }
 
-    /// The last event before index `len` that satisfies `pred`, walking
-    /// back a chunk at a time (reading evicted chunks back as it goes).
-    pub fn rfind(&self, len: usize, pred: impl Fn(&Event) -> bool) -> Result<Option<Arc<Event>>> {
+    /// The last event before index `len` whose type satisfies `pred`,
+    /// walking back a chunk at a time (types are read in place; evicted
+    /// chunks are read back as it goes).
+    pub fn rfind(
+        &self,
+        len: usize,
+        pred: impl Fn(&JsString) -> bool,
+    ) -> Result<Option<Arc<Event>>> {
         let mut end = len;
         while end > 0 {
             let k = (end - 1) / CHUNK;
             let start = k * CHUNK;
-            let found = if k < self.log.full_chunks() {
+            let found = if self.log.is_evicted(k) {
                 let chunk = self.chunk(k)?;
-                chunk[..end - start].iter().rev().find(|e| pred(e)).cloned()
+                chunk[..end - start]
+                    .iter()
+                    .rev()
+                    .find(|e| pred(&e.ty))
+                    .cloned()
             } else {
-                self.log.range(start..end).rev().find(|e| pred(e)).cloned()
+                (start..end)
+                    .rev()
+                    .find(|&i| self.log.ty(i).is_some_and(&pred))
+                    .and_then(|i| self.log.get(i))
             };
             if found.is_some() {
                 return Ok(found);
@@ -165,7 +181,7 @@ impl<'a> View<'a> {
     /// back; resident ones shared).
     pub fn resident_prefix(&self, len: usize) -> Result<Log> {
         let (full, rem) = (len / CHUNK, len % CHUNK);
-        if rem > 0 && full < self.log.full_chunks() && self.log.chunk(full).is_none() {
+        if rem > 0 && self.log.is_evicted(full) {
             // The prefix ends inside an evicted chunk: its head is read too.
             let mut log = self.resident_prefix(full * CHUNK)?;
             log.extend(self.chunk(full)?[..rem].iter().cloned());
@@ -173,8 +189,8 @@ impl<'a> View<'a> {
         }
         let mut log = self.log.prefix(len);
         for k in 0..log.full_chunks() {
-            if log.chunk(k).is_none() {
-                log.restore_chunk(k, self.chunk(k)?);
+            if log.is_evicted(k) {
+                log.restore_chunk(k, &self.chunk(k)?);
             }
         }
         Ok(log)

@@ -102,12 +102,7 @@ impl Store {
         let (restored, problems) = restore_lenient(id, &loaded, &self.policy.vocabulary)?;
         // The stored events, without the closers and the end-seed marker
         // the constructor may have added.
-        let events = restored
-            .session
-            .events()
-            .range(..restored.stored)
-            .cloned()
-            .collect();
+        let events = restored.session.events().range(..restored.stored).collect();
         Ok(Inspection {
             header: loaded.header,
             revision: loaded.revision,
@@ -143,7 +138,7 @@ impl Store {
         // Everything after the durable prefix (recovered torn events, the
         // closers, the end-seed marker), as an open writes it.
         let events = restored.session.events();
-        let tail: Vec<Arc<Event>> = events.iter_from(restored.durable).cloned().collect();
+        let tail: Vec<Arc<Event>> = events.range(restored.durable..).collect();
         backend.commit_repair(&loaded.header, loaded.torn.as_ref(), &tail)?;
         report.applied = true;
         report.last_seq = (events.len() as u64).checked_sub(1);

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::backend::{header_id, Backend, Listed, Loaded, Stored as StoredEvent, Torn};
-use super::seqs::check_log_ends;
+use super::seqs::{check_contiguous, check_log_ends};
 use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -29,6 +29,43 @@ impl MemoryBackend {
     pub fn new() -> MemoryBackend {
         MemoryBackend::default()
     }
+
+    /// The seq an append to `header`'s session continues at: 0 for a new
+    /// log (`materialize`, which must not exist yet), else the stored
+    /// length. Checks only; nothing changes.
+    fn next_seq(&self, header: &Value, materialize: bool) -> Result<u64> {
+        let id = header_id(header);
+        match (materialize, self.sessions.get(id)) {
+            (true, None) => Ok(0),
+            (true, Some(_)) => Err(Error::new(
+                Status::Conflict,
+                Rule::PersistExistsStored,
+                format!("session \"{id}\" already has a persisted log; open it instead"),
+            )),
+            (false, Some(s)) => Ok(s.events.len() as u64),
+            (false, None) => Err(Error::new(
+                Status::NotFound,
+                Rule::LoadNotFound,
+                format!("session \"{id}\" not found"),
+            )),
+        }
+    }
+
+    /// The stored session `header` names, made for a new log, its revision
+    /// moved on. Call after [`MemoryBackend::next_seq`] passed.
+    fn stored(&mut self, header: &Value, materialize: bool) -> &mut Stored {
+        let id = header_id(header).to_string();
+        let stored = self.sessions.entry(id).or_insert_with(|| Stored {
+            header: header.clone(),
+            events: Log::new(),
+            revision: 0,
+        });
+        if materialize {
+            stored.header = header.clone();
+        }
+        stored.revision += 1;
+        stored
+    }
 }
 
 impl Backend for MemoryBackend {
@@ -51,10 +88,9 @@ impl Backend for MemoryBackend {
     fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
         Ok(self.sessions.get(id).map(|s| Loaded {
             header: s.header.clone(),
-            events: s
-                .events
-                .iter()
-                .map(|e| StoredEvent::Canonical(e.text().into()))
+            events: (0..s.events.len())
+                .filter_map(|i| s.events.text(i))
+                .map(|text| StoredEvent::Canonical(text.into()))
                 .collect(),
             torn: None,
             revision: s.revision.to_string(),
@@ -65,42 +101,27 @@ impl Backend for MemoryBackend {
         Ok(self.sessions.get(id).map(|s| s.revision.to_string()))
     }
 
+    /// Keeps the events themselves: the log packs them as the session's
+    /// log does, and a sealed chunk is shared with it, not packed twice.
     fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        self.append_log(header, &Log::from(events.to_vec()), materialize)
+        let next = self.next_seq(header, materialize)?;
+        check_contiguous(header_id(header), next, events)?;
+        self.stored(header, materialize)
+            .events
+            .extend(events.iter().cloned());
+        Ok(())
     }
 
     /// Shares the chunks of `events` (a fork's seed is not copied).
     fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
-        let id = header_id(header);
-        if materialize {
-            if self.sessions.contains_key(id) {
-                return Err(Error::new(
-                    Status::Conflict,
-                    Rule::PersistExistsStored,
-                    format!("session \"{id}\" already has a persisted log; open it instead"),
-                ));
-            }
-            check_log_ends(id, 0, events)?;
-            self.sessions.insert(
-                id.to_string(),
-                Stored {
-                    header: header.clone(),
-                    events: events.clone(),
-                    revision: 1,
-                },
-            );
-            return Ok(());
+        let next = self.next_seq(header, materialize)?;
+        check_log_ends(header_id(header), next, events)?;
+        let stored = self.stored(header, materialize);
+        if stored.events.is_empty() {
+            stored.events = events.clone();
+        } else {
+            stored.events.extend(events.iter());
         }
-        let stored = self.sessions.get_mut(id).ok_or_else(|| {
-            Error::new(
-                Status::NotFound,
-                Rule::LoadNotFound,
-                format!("session \"{id}\" not found"),
-            )
-        })?;
-        check_log_ends(id, stored.events.len() as u64, events)?;
-        stored.events.extend(events.iter().cloned());
-        stored.revision += 1;
         Ok(())
     }
 

@@ -405,11 +405,7 @@ impl Store {
         let mut session = restored.session;
         // Everything after the stored prefix (recovered torn events, closers,
         // the end-seed marker) is written before the handle is returned.
-        let tail: Vec<Arc<Event>> = session
-            .events()
-            .iter_from(restored.durable)
-            .cloned()
-            .collect();
+        let tail: Vec<Arc<Event>> = session.events().range(restored.durable..).collect();
         if loaded.torn.is_some() || !tail.is_empty() {
             lock_backend(&self.backend).commit_repair(
                 &loaded.header,

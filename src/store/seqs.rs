@@ -3,8 +3,6 @@
 //! backend; backends that keep their own idea of the next seq (JSONL)
 //! check it again.
 
-use std::sync::Arc;
-
 use crate::engine::session::Log;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -23,12 +21,13 @@ pub fn check_log_ends(id: &str, next: u64, events: &Log) -> Result<()> {
 }
 
 /// `persist.append-seq-mismatch`: a batch must continue the stored log at `next`.
-pub fn check_contiguous<'a>(
+pub fn check_contiguous(
     id: &str,
     next: u64,
-    events: impl IntoIterator<Item = &'a Arc<Event>>,
+    events: impl IntoIterator<Item = impl AsRef<Event>>,
 ) -> Result<()> {
     for (i, e) in events.into_iter().enumerate() {
+        let e = e.as_ref();
         if e.seq != next + i as u64 {
             return Err(Error::new(
                 Status::Conflict,

@@ -212,7 +212,6 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
                     .session
                     .events()
                     .range(..restored.durable)
-                    .cloned()
                     .collect::<Vec<_>>(),
                 &restored.closers,
             ));

@@ -287,8 +287,11 @@ pub fn derive(ctx: Ctx, a: &DeriveArgs) -> Result<u8, CliError> {
         return Ok(EXIT_OK);
     }
     let mut rows = Vec::new();
+    let events = session.events();
     for &seq in session.surface().nodes() {
-        let e = &session.events()[seq as usize];
+        let Some(e) = events.get(seq as usize) else {
+            continue;
+        };
         if let Some(m) = event_message(&e.ty, e.data()) {
             let role = get(m, "role").map(plain).unwrap_or_default();
             let id = get(m, "id").map(plain).unwrap_or_default();
@@ -396,11 +399,7 @@ pub fn stats(ctx: Ctx, a: &StatsArgs) -> Result<u8, CliError> {
     let mut o = Opened::new(&a.store)?;
     let (loaded, restored) = o.restore_for_reading(ctx, &a.id)?;
     let mut session = restored.session;
-    let stored: Vec<_> = session
-        .events()
-        .range(..loaded.events.len())
-        .cloned()
-        .collect();
+    let stored: Vec<_> = session.events().range(..loaded.events.len()).collect();
     let mut types: Vec<(String, u64, u64)> = Vec::new();
     let (mut bytes, mut message_events, mut message_bytes, mut turns) = (0u64, 0u64, 0u64, 0u64);
     for e in &stored {

@@ -79,7 +79,7 @@ fn reading_commands_work_while_an_app_writes_the_store() {
             .with(|session| {
                 Ok(session
                     .events()
-                    .iter_from(0)
+                    .iter()
                     .map(|e| e.text().to_string())
                     .collect())
             })

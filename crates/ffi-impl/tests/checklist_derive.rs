@@ -99,6 +99,55 @@ fn cached_derivation_always_equals_a_from_scratch_derivation() {
     assert!(replaces > 10, "replaces exercised: {replaces}");
 }
 
+/// A log of several chunks of small events: its sealed chunks are packed,
+/// so replaces, tool-result rewrites, the derive, a fork inside a chunk
+/// and a reopen read their events from there.
+#[test]
+fn a_log_of_packed_chunks_derives_like_a_from_scratch_derivation() {
+    const CHUNK: usize = 4096;
+    let store = Store::open_config(r#"{"admission":"reference","eventTypes":["plugin/x"]}"#);
+    let s = store.session("long");
+    let mut k = 0;
+    while k < 2 * CHUNK + 500 {
+        match k % 8 {
+            0 => {
+                s.surf("user/message", user(&format!("u{k}"), "q"), op_append());
+            }
+            1 => {
+                let c = s.log("tool/call", tool_call(1, 1, &format!("k{k}")));
+                s.surf(
+                    "tool/result",
+                    tool_result(1, 1, &format!("k{k}"), "out"),
+                    op_append_from(&[c]),
+                );
+                k += 1;
+            }
+            _ => {
+                s.log("plugin/x", json!(k));
+            }
+        }
+        k += 1;
+    }
+    assert_eq!(s.derive(), ok(derive_messages(&s.events())));
+    let mut rng = Lcg::new(11);
+    for n in 0..25 {
+        random_append(&s, &mut rng, n);
+        assert_eq!(s.derive(), ok(derive_messages(&s.events())), "step {n}");
+    }
+    // A fork inside the second chunk, and the log read back.
+    let child = ok(s.fork_at("child", json!(CHUNK + 1000)));
+    assert_eq!(child.len(), CHUNK + 1002);
+    assert_eq!(child.derive(), ok(derive_messages(&child.events())));
+    let events = s.events();
+    assert_eq!(s.close(), DSH_OK);
+    // The open adds the repair's closers and the end-seed marker.
+    let (again, _) = ok(store.open_session("long"));
+    let reopened = again.events();
+    let n = events.as_array().unwrap().len();
+    assert!(reopened.as_array().unwrap()[..n] == events.as_array().unwrap()[..]);
+    assert!(again.derive() == ok(derive_messages(&reopened)));
+}
+
 #[test]
 fn each_call_returns_a_fresh_snapshot_that_never_grows() {
     let store = Store::open();

@@ -358,39 +358,3 @@ fn fork_of_large_log_clones_at_most_one_chunk() {
     let copied = parent.iter().filter(|x| Arc::strong_count(x) > 1).count();
     assert_eq!(copied, (n / 2) % CHUNK);
 }
-
-#[test]
-fn an_evicted_chunk_keeps_the_length_and_comes_back_whole() {
-    let mut l = log(3 * CHUNK + 5);
-    let kept = l.chunk(1).cloned().expect("chunk 1 is resident");
-    l.evict_chunk(1);
-    assert_eq!(l.len(), 3 * CHUNK + 5);
-    assert_eq!(l.full_chunks(), 3);
-    assert!(l.chunk(1).is_none());
-    assert_eq!(l.get(CHUNK), None);
-    assert_eq!(l.get(2 * CHUNK - 1), None);
-    assert_eq!(l.get(2 * CHUNK), Some(&(2 * CHUNK)));
-    // Reads outside the evicted chunk still work.
-    assert!(l
-        .iter_from(2 * CHUNK)
-        .eq((2 * CHUNK..3 * CHUNK + 5).collect::<Vec<_>>().iter()));
-    assert!(l.range(..CHUNK).eq((0..CHUNK).collect::<Vec<_>>().iter()));
-    // A prefix ending at the evicted chunk's start, and one past it, share
-    // the hole; pushing and truncating in the tail is unaffected.
-    let p = l.prefix(2 * CHUNK);
-    assert!(p.chunk(1).is_none());
-    assert_eq!(p.len(), 2 * CHUNK);
-    l.push(7);
-    l.truncate(3 * CHUNK + 2);
-    assert_eq!(l.last(), Some(&(3 * CHUNK + 1)));
-    l.restore_chunk(1, kept);
-    check(&l, &(0..3 * CHUNK + 2).collect::<Vec<_>>());
-}
-
-#[test]
-#[should_panic(expected = "evicted")]
-fn iterating_over_an_evicted_chunk_panics() {
-    let mut l = log(3 * CHUNK);
-    l.evict_chunk(1);
-    let _ = l.iter().count();
-}

@@ -39,6 +39,7 @@ impl Event {
             at,
             checked: AtomicU8::new(if lossless { 0 } else { Checked::LOSSY }),
             tree: OnceLock::new(),
+            sealed: OnceLock::new(),
         }
     }
 
@@ -191,6 +192,7 @@ impl Event {
             // Canonical text is lossless JSON.
             checked: AtomicU8::new(Checked::LOSSLESS),
             tree: OnceLock::new(),
+            sealed: OnceLock::new(),
         }
     }
 

@@ -47,7 +47,7 @@ impl Session {
         }
         if let Some(e) = self
             .view()
-            .rfind(len, |e| e.ty == TURN_START || e.ty == TURN_END)?
+            .rfind(len, |t| t == TURN_START || t == TURN_END)?
         {
             if e.ty == TURN_START {
                 let turn = e
@@ -79,8 +79,8 @@ impl Session {
             Some(_) => self.view().resident_prefix(len)?,
         };
         let from = self.admitted.load(Ordering::Relaxed).min(len);
-        for i in from..len {
-            seed::admit_event(&log[i], i, SeedMode::Snapshot)?;
+        for (i, e) in log.range(from..len).enumerate().map(|(k, e)| (from + k, e)) {
+            seed::admit_event(&e, i, SeedMode::Snapshot)?;
         }
         self.admitted.fetch_max(len, Ordering::Relaxed);
         let header = self.fork_header(child_id, len, now);

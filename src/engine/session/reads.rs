@@ -30,20 +30,26 @@ impl Session {
         Ok(())
     }
 
+    /// `messages` as a JSON array, their text read straight from the log;
+    /// `None` when one of their events is evicted.
+    fn resident_messages_json(&self, messages: chunked::Iter<'_, Message>) -> Option<String> {
+        let mut out =
+            String::with_capacity(messages.clone().map(|m| m.len() + 1).sum::<usize>() + 2);
+        out.push('[');
+        for (i, m) in messages.enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(m.text_in(self.log.text(m.seq as usize)?));
+        }
+        out.push(']');
+        Some(out)
+    }
+
     /// `messages` as a JSON array, their text read from the events they
     /// come from (evicted ones read back, a chunk at a time).
     fn messages_json(&self, messages: chunked::Iter<'_, Message>) -> Result<String> {
-        if self.window.is_none() {
-            let mut out =
-                String::with_capacity(messages.clone().map(|m| m.len() + 1).sum::<usize>() + 2);
-            out.push('[');
-            for (i, m) in messages.enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(m.text_in(&self.log[m.seq as usize]));
-            }
-            out.push(']');
+        if let Some(out) = self.resident_messages_json(messages.clone()) {
             return Ok(out);
         }
         // Lay the array out first, then fill each message in where the
@@ -62,7 +68,7 @@ impl Session {
         let seqs: Vec<u64> = list.iter().map(|m| m.seq).collect();
         self.view().visit_seqs(&seqs, |i, e| {
             let m = &list[i];
-            out[at[i]..at[i] + m.len()].copy_from_slice(m.text_in(e).as_bytes());
+            out[at[i]..at[i] + m.len()].copy_from_slice(m.text_in(e.text()).as_bytes());
         })?;
         String::from_utf8(out).map_err(|_| {
             Error::new(

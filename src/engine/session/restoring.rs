@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use super::Session;
-use crate::engine::event::{Event, TURN_END, TURN_START};
+use crate::engine::event::{Event, STEP_END, TURN_END, TURN_START};
 use crate::engine::repair;
 use crate::engine::seed::{self, SeedMode};
 use crate::engine::surface::Markers;
 use crate::engine::window::EventSource;
 use crate::error::Result;
-use crate::json::Value;
+use crate::json::{JsString, Value};
 
 /// A session being restored (see [`Session::restoring`]).
 #[derive(Debug)]
@@ -30,16 +30,20 @@ impl Session {
         })
     }
 
-    /// The closers crash repair appends to this log (repair.rs), found
-    /// from the last `turn/start` or `turn/end` on: the only part of the
-    /// log repair reads.
+    /// The closers crash repair appends to this log (repair.rs): it reads
+    /// the log from the last `turn/start`, `turn/end` or `step/end` on,
+    /// and after a `step/end` the last `turn/start` or `turn/end` before
+    /// it, so only those are handed to it (types are found in place).
     pub fn closers(&self) -> Result<Vec<Event>> {
         let view = self.view();
         let len = self.log.len();
-        let from = view
-            .rfind(len, |e| e.ty == TURN_START || e.ty == TURN_END)?
-            .map_or(0, |e| e.seq as usize);
-        let mut tail = Vec::with_capacity(len - from);
+        let turn = |t: &JsString| t == TURN_START || t == TURN_END;
+        let reset = view.rfind(len, |t| turn(t) || t == STEP_END)?;
+        let from = reset.as_ref().map_or(0, |e| e.seq as usize);
+        let mut tail = Vec::new();
+        if reset.is_some_and(|e| e.ty == STEP_END) {
+            tail.extend(view.rfind(from, turn)?);
+        }
         view.visit_range(from, len, |e| tail.push(e.clone()))?;
         Ok(repair::closers(tail.iter().map(|e| &**e)))
     }

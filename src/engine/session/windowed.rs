@@ -56,7 +56,7 @@ impl Session {
         // The request folds see every event before it leaves memory (the
         // events not folded yet are all resident).
         for e in self.log.range(self.folds.folded().min(self.log.len())..) {
-            self.folds.fold(e);
+            self.folds.fold(&e);
         }
         while self.evicted < upto {
             self.log.evict_chunk(self.evicted);

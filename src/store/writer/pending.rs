@@ -46,7 +46,7 @@ impl Taken {
         let seeded = self.seed.as_ref().map_or(0, |(_, r)| r.len());
         let mut all = Vec::with_capacity(seeded + queued);
         if let Some((seed, range)) = self.seed {
-            all.extend(seed.range(range).cloned());
+            all.extend(seed.range(range));
         }
         for block in self.blocks {
             all.extend(block.into_iter().map(|(e, _)| e));
@@ -224,7 +224,7 @@ impl Pending {
         let after = std::mem::take(&mut self.blocks);
         self.queued = 0;
         self.bytes = 0;
-        let seeded = seed.iter().flat_map(|s| s.iter_from(seed_from).cloned());
+        let seeded = seed.iter().flat_map(|s| s.range(seed_from..));
         for e in batch.into_iter().chain(seeded) {
             let len = e.text().len();
             self.push(e, len);

@@ -10,7 +10,7 @@ use crate::store::memory::MemoryBackend;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// First chunks of the logs a backend was handed whole.
-type Chunks = Arc<Mutex<Vec<Arc<[Arc<Event>]>>>>;
+type Chunks = Arc<Mutex<Vec<Log>>>;
 
 /// A memory backend whose writes can be made to fail.
 struct Flaky {
@@ -53,7 +53,7 @@ impl Backend for Flaky {
         self.inner.append(header, events, materialize)
     }
     fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
-        self.seeds.lock().unwrap().extend(events.chunk(0).cloned());
+        self.seeds.lock().unwrap().push(events.clone());
         self.append(header, &events.to_vec(), materialize)
     }
     fn append_fork_log(
@@ -336,7 +336,7 @@ fn a_queue_counts_its_bytes_through_seeds_takes_and_put_backs() {
     for e in (0..3).map(event) {
         seed.push(e);
     }
-    let seed_bytes: usize = seed.iter().map(len).sum();
+    let seed_bytes: usize = seed.iter().map(|e| len(&e)).sum();
     let mut p = Pending::default();
     let pieces = pending::seed_pieces(&seed, ROUND_BYTES);
     p.push_log(Arc::new(seed), pieces);
@@ -616,9 +616,8 @@ fn a_fork_seed_written_on_the_callers_thread_is_handed_over_shared() {
     }
     let got = seeds.lock().unwrap();
     assert_eq!(got.len(), 2, "both seeds arrived as logs");
-    let ours = log.chunk(0).unwrap();
     assert!(
-        got.iter().all(|c| Arc::ptr_eq(c, ours)),
+        got.iter().all(|seed| seed.shares_chunk(0, &log)),
         "shared, not copied"
     );
     let stored = lock_backend(&backend).load("child").unwrap().unwrap();

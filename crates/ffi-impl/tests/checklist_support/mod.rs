@@ -99,8 +99,13 @@ impl Store {
     /// A memory store under the reference's admission: the checklist
     /// states the reference's behaviour, permissive appends included.
     pub fn open() -> Store {
+        Store::open_config(r#"{"admission":"reference"}"#)
+    }
+
+    /// A store of `config` (JSON text).
+    pub fn open_config(config: &str) -> Store {
         let mut raw = ptr::null_mut();
-        let config = cstr(r#"{"admission":"reference"}"#);
+        let config = cstr(config);
         // SAFETY: valid string and out-pointers.
         let (st, text) = call(|out| unsafe { dsh_store_open(config.as_ptr(), &mut raw, out) });
         assert_eq!(st, DSH_OK, "store open: {text}");
