@@ -142,7 +142,7 @@ impl<T> Chunked<T> {
     /// Like slice indexing: when the start exceeds the end or the end exceeds
     /// `self.len()`.
     pub fn slice_iter<R: RangeBounds<usize>>(&self, range: R) -> SliceIter<'_, T> {
-        let (a, b) = self.bounds(range);
+        let (a, b) = bounds(range, self.len());
         if a == b {
             return SliceIter {
                 front: &[],
@@ -183,27 +183,6 @@ impl<T> Chunked<T> {
     /// Full chunk `k`, shared; `None` when `k` is not a full chunk.
     pub fn chunk(&self, k: usize) -> Option<&Arc<[T]>> {
         self.chunks.get(k)
-    }
-
-    /// Resolves `range` against `0..len`, panicking like slice indexing.
-    fn bounds<R: RangeBounds<usize>>(&self, range: R) -> (usize, usize) {
-        let len = self.len();
-        let a = match range.start_bound() {
-            Bound::Included(&a) => a,
-            Bound::Excluded(&a) => a.checked_add(1).expect("range start overflows usize"),
-            Bound::Unbounded => 0,
-        };
-        let b = match range.end_bound() {
-            Bound::Included(&b) => b.checked_add(1).expect("range end overflows usize"),
-            Bound::Excluded(&b) => b,
-            Bound::Unbounded => len,
-        };
-        assert!(a <= b, "range start {a} is greater than range end {b}");
-        assert!(
-            b <= len,
-            "range end {b} is out of range for a log of {len} elements"
-        );
-        (a, b)
     }
 }
 
@@ -273,6 +252,26 @@ impl<T: Clone> Chunked<T> {
     fn tail_from(items: &[T]) -> Vec<T> {
         items.to_vec()
     }
+}
+
+/// Resolves `range` against `0..len`, panicking like slice indexing.
+pub(crate) fn bounds<R: RangeBounds<usize>>(range: R, len: usize) -> (usize, usize) {
+    let a = match range.start_bound() {
+        Bound::Included(&a) => a,
+        Bound::Excluded(&a) => a.checked_add(1).expect("range start overflows usize"),
+        Bound::Unbounded => 0,
+    };
+    let b = match range.end_bound() {
+        Bound::Included(&b) => b.checked_add(1).expect("range end overflows usize"),
+        Bound::Excluded(&b) => b,
+        Bound::Unbounded => len,
+    };
+    assert!(a <= b, "range start {a} is greater than range end {b}");
+    assert!(
+        b <= len,
+        "range end {b} is out of range for a log of {len} elements"
+    );
+    (a, b)
 }
 
 impl<T> Default for Chunked<T> {

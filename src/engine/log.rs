@@ -23,10 +23,10 @@
 //! reads them from storage instead.
 
 use std::fmt;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::sync::Arc;
 
-use super::chunked::CHUNK;
+use super::chunked::{self, CHUNK};
 use super::event::{Event, Packed};
 use crate::json::JsString;
 
@@ -169,7 +169,7 @@ impl Log {
     /// Like slice indexing, when the range is out of bounds; the iterator
     /// panics when it reaches an evicted chunk.
     pub fn range<R: RangeBounds<usize>>(&self, range: R) -> Events<'_> {
-        let (front, back) = self.bounds(range);
+        let (front, back) = chunked::bounds(range, self.len());
         Events {
             log: self,
             front,
@@ -291,27 +291,6 @@ impl Log {
             Some(Sealed::Evicted) => panic!("chunk {k} of the log is evicted"),
             None => self.tail[..rem].to_vec(),
         }
-    }
-
-    /// Resolves `range` against `0..len`, panicking like slice indexing.
-    fn bounds<R: RangeBounds<usize>>(&self, range: R) -> (usize, usize) {
-        let len = self.len();
-        let a = match range.start_bound() {
-            Bound::Included(&a) => a,
-            Bound::Excluded(&a) => a.checked_add(1).expect("range start overflows usize"),
-            Bound::Unbounded => 0,
-        };
-        let b = match range.end_bound() {
-            Bound::Included(&b) => b.checked_add(1).expect("range end overflows usize"),
-            Bound::Excluded(&b) => b,
-            Bound::Unbounded => len,
-        };
-        assert!(a <= b, "range start {a} is greater than range end {b}");
-        assert!(
-            b <= len,
-            "range end {b} is out of range for a log of {len} events"
-        );
-        (a, b)
     }
 }
 
