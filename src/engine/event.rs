@@ -38,7 +38,7 @@ pub const SURFACE_TYPES: [&str; 3] = [USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESU
 mod build;
 mod packed;
 
-pub use packed::Packed;
+pub use packed::{Packed, PACK_AVERAGE_MAX};
 
 /// True when `ty` is one of the three surface-eligible types.
 pub fn is_surface_type(ty: &JsString) -> bool {

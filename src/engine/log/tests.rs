@@ -48,7 +48,12 @@ fn check(log: &Log, model: &[Arc<Event>]) {
         assert_eq!(*got, **e);
         assert_eq!(log.text(i), Some(e.text()));
         assert_eq!(log.ty(i), Some(&e.ty));
-        assert_eq!(log.resident(i).is_some(), i >= log.full_chunks() * CHUNK);
+        // The tail is always held as events; sealed chunks of small
+        // events are packed.
+        match log.resident(i) {
+            Some(r) => assert_eq!(**r, **e),
+            None => assert!(i < log.full_chunks() * CHUNK),
+        }
     }
     for k in 0..log.full_chunks() {
         let chunk = log.chunk(k).unwrap();
@@ -149,4 +154,66 @@ fn iterating_over_an_evicted_chunk_panics() {
     let mut log: Log = model(CHUNK + 1).into_iter().collect();
     log.evict_chunk(0);
     log.iter().for_each(drop);
+}
+
+/// An event of `seq` whose text is `len`-ish bytes (large ones keep their
+/// chunk from being packed).
+fn sized(seq: u64, len: usize) -> Arc<Event> {
+    Arc::new(Event::new(
+        JsString::from("plugin/x"),
+        seq,
+        0,
+        Value::str(&"y".repeat(len)),
+        None,
+        None,
+        APPEND_ORDER,
+    ))
+}
+
+#[test]
+fn random_pushes_truncations_prefixes_and_evictions_match_a_vector() {
+    use crate::engine::event::PACK_AVERAGE_MAX;
+    use crate::test_rng::Rng;
+    let mut rng = Rng(0x5eed_1095);
+    let mut log = Log::new();
+    let mut model: Vec<Arc<Event>> = Vec::new();
+    let mut forks: Vec<(Log, Vec<Arc<Event>>)> = Vec::new();
+    for step in 0..150 {
+        match rng.below(10) {
+            // Runs of pushes, small or large events (packed or kept), up
+            // to five chunks.
+            0..=5 if model.len() < 5 * CHUNK => {
+                let len = *rng.pick(&[3, 40, 2 * PACK_AVERAGE_MAX]);
+                for _ in 0..rng.below(3 * CHUNK / 2) {
+                    let e = sized(model.len() as u64, len);
+                    log.push(e.clone());
+                    model.push(e);
+                }
+            }
+            0..=6 => {
+                let len = rng.below(model.len() + 1);
+                log.truncate(len);
+                model.truncate(len);
+            }
+            7 => {
+                let len = rng.below(model.len() + 1);
+                forks.push((log.prefix(len), model[..len].to_vec()));
+            }
+            8 if log.full_chunks() > 0 => {
+                // Evict a chunk and put it back, as a windowed read does.
+                let k = rng.below(log.full_chunks());
+                log.evict_chunk(k);
+                assert!(log.get(k * CHUNK).is_none());
+                log.restore_chunk(k, &model[k * CHUNK..(k + 1) * CHUNK]);
+            }
+            _ => forks.push((log.clone(), model.clone())),
+        }
+        if step % 30 == 0 {
+            check(&log, &model);
+        }
+    }
+    check(&log, &model);
+    for (fork, model) in forks.iter().rev().take(6) {
+        check(fork, model);
+    }
 }
