@@ -47,8 +47,9 @@ fn reload_error(message: String) -> Error {
 }
 
 impl<'a> View<'a> {
-    /// Full chunk `k`: shared if resident, otherwise read back and checked
-    /// (exactly [`CHUNK`] events with the expected seqs).
+    /// The events of full chunk `k`: from the log when it holds them
+    /// (shared, or made again from a packed chunk), otherwise read back
+    /// and checked (exactly [`CHUNK`] events with the expected seqs).
     pub fn chunk(&self, k: usize) -> Result<Arc<[Arc<Event>]>> {
         if let Some(c) = self.log.chunk(k) {
             return Ok(c.clone());
