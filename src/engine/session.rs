@@ -72,11 +72,6 @@ struct LogLookup<'a> {
 }
 
 impl<'a> LogLookup<'a> {
-    /// The lookup for planning `e` over the first `len` events of `log`.
-    fn for_event(log: &'a Log, len: usize, e: &Event) -> LogLookup<'a> {
-        LogLookup::for_op(log, len, e.op().as_ref())
-    }
-
     /// The lookup for planning an event whose `surfaceOp` is `op`: the
     /// events its replace names that sit in packed chunks are made again
     /// (a tool-result rewrite compares with its target).
@@ -108,15 +103,19 @@ fn replace_ends(op: Option<&Value>) -> impl Iterator<Item = u64> + '_ {
         .filter_map(move |k| o?.get(k)?.as_safe_u64())
 }
 
-/// Plan `e` (its surface metadata read back from its text).
+/// Plan `e` as the event after the first `len` events of `log` (its
+/// surface metadata read back from its text); `extra` holds events of
+/// evicted chunks the plan may look at.
 fn plan_event(
     surface: &Surface,
     e: &Event,
-    expected: u64,
     markers: Markers,
-    log: &dyn EventLookup,
+    (log, len): (&Log, usize),
+    extra: Vec<Arc<Event>>,
 ) -> Result<Plan> {
     let (op, sources) = (e.op(), e.sources());
+    let mut lookup = LogLookup::for_op(log, len, op.as_ref());
+    lookup.extra.extend(extra);
     let c = Candidate {
         ty: Some(&e.ty),
         seq: Some(e.seq),
@@ -124,7 +123,7 @@ fn plan_event(
         op: op.as_ref(),
         sources: sources.as_ref(),
     };
-    surface.plan(&c, expected, markers, log)
+    surface.plan(&c, len as u64, markers, &lookup)
 }
 
 mod batch;
@@ -267,17 +266,11 @@ impl Session {
     }
 
     fn push_seeded(&mut self, e: Arc<Event>, i: usize) -> Result<()> {
-        let plan = plan_event(
-            &self.surface,
-            &e,
-            i as u64,
-            self.markers,
-            &LogLookup::for_event(&self.log, self.log.len(), &e),
-        )
-        .map_err(|err| {
-            err.prefixed(&format!("invalid seed event at index {i}: "))
-                .at_index(i)
-        })?;
+        let plan = plan_event(&self.surface, &e, self.markers, (&self.log, i), Vec::new())
+            .map_err(|err| {
+                err.prefixed(&format!("invalid seed event at index {i}: "))
+                    .at_index(i)
+            })?;
         self.surface.apply(e.seq, &plan);
         self.log.push(e);
         Ok(())
@@ -290,14 +283,13 @@ impl Session {
     }
 
     fn plan(&self, e: &Event) -> Result<Plan> {
-        let mut lookup = LogLookup::for_event(&self.log, self.log.len(), e);
-        lookup.extra.extend(self.evicted_targets(e.op().as_ref())?);
+        let extra = self.evicted_targets(e.op().as_ref())?;
         plan_event(
             &self.surface,
             e,
-            self.log.len() as u64,
             self.markers,
-            &lookup,
+            (&self.log, self.log.len()),
+            extra,
         )
     }
 
@@ -492,14 +484,7 @@ impl Session {
 fn refold(log: &Log, markers: Markers) -> Result<Surface> {
     let mut surface = Surface::new();
     for (i, e) in log.iter().enumerate() {
-        let plan = plan_event(
-            &surface,
-            &e,
-            i as u64,
-            markers,
-            &LogLookup::for_event(log, i, &e),
-        )
-        .map_err(|err| {
+        let plan = plan_event(&surface, &e, markers, (log, i), Vec::new()).map_err(|err| {
             err.prefixed(&format!("invalid seed event at index {i}: "))
                 .at_index(i)
         })?;

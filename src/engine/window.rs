@@ -52,7 +52,7 @@ impl<'a> View<'a> {
     /// and checked (exactly [`CHUNK`] events with the expected seqs).
     pub fn chunk(&self, k: usize) -> Result<Arc<[Arc<Event>]>> {
         if let Some(c) = self.log.chunk(k) {
-            return Ok(c.clone());
+            return Ok(c);
         }
         let window = match self.window {
             Some(w) if k < self.log.full_chunks() => w,
