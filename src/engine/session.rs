@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::admission::{Admission, Policy};
+use super::chunked::CHUNK;
 use super::derive::DeriveCache;
 use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
 pub use super::input::{check_append_input, parse_input, DataText};
@@ -301,7 +302,7 @@ impl Session {
         }
         let view = self.view();
         replace_ends(op)
-            .filter(|&seq| seq < self.log.len() as u64 && self.log.text(seq as usize).is_none())
+            .filter(|&seq| seq < self.log.len() as u64 && self.log.is_evicted(seq as usize / CHUNK))
             .map(|seq| view.event(seq as usize))
             .collect()
     }

@@ -112,12 +112,9 @@ impl<'a> View<'a> {
     pub fn visit_seqs(&self, seqs: &[u64], mut f: impl FnMut(usize, &Event)) -> Result<()> {
         let mut missing = Vec::new();
         for (i, &seq) in seqs.iter().enumerate() {
-            match self.log.resident(seq as usize) {
-                Some(e) => f(i, e),
-                None => match self.log.get(seq as usize) {
-                    Some(e) => f(i, &e),
-                    None => missing.push((seq, i)),
-                },
+            match self.log.get(seq as usize) {
+                Some(e) => f(i, &e),
+                None => missing.push((seq, i)),
             }
         }
         missing.sort_unstable();
