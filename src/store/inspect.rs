@@ -121,7 +121,7 @@ impl Store {
         if !dry_run {
             self.check_writable("repair")?;
         }
-        self.check_not_live(id, Rule::LoadLivePrepare, "repair")?;
+        let _reserved = self.reserve(id, Rule::LoadLivePrepare, "repair")?;
         let mut backend = lock_backend(&self.backend);
         let loaded = backend.load(id)?.ok_or_else(|| not_found(id))?;
         let restored = restore(id, &loaded, &self.policy.vocabulary)?;

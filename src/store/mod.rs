@@ -10,6 +10,7 @@ pub mod convert;
 #[cfg(test)]
 mod faults;
 pub mod hurry;
+mod ids;
 mod inspect;
 #[cfg(feature = "jsonl")]
 pub mod jsonl;
@@ -21,6 +22,8 @@ pub mod seqs;
 mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(test)]
+mod tests_handles;
 pub mod uuid;
 pub mod verify;
 pub mod window;
@@ -153,6 +156,16 @@ impl Store {
         let backend = config
             .backend
             .open_with(config.access, Some(hurry.clone()))?;
+        Ok(Store::over(backend, &config, hurry))
+    }
+
+    /// A store over an opened `backend`, configured by `config` (whose
+    /// backend it is).
+    fn over(
+        backend: Box<dyn Backend>,
+        config: &StoreConfig,
+        hurry: Arc<hurry::Hurry>,
+    ) -> Arc<Store> {
         let name = backend.name();
         let backend: SharedBackend = Arc::new(Mutex::new(backend));
         let window = if name == "memory" {
@@ -160,7 +173,7 @@ impl Store {
         } else {
             config.batch_window_ms
         };
-        Ok(Arc::new(Store {
+        Arc::new(Store {
             state: Mutex::new(StoreState {
                 live: HashSet::new(),
                 next_id: 0,
@@ -172,7 +185,7 @@ impl Store {
             policy: config.policy(),
             read_only: config.access.read_only,
             trim_heap: config.trim_heap,
-        }))
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, StoreState> {
@@ -204,54 +217,18 @@ impl Store {
         &self.policy
     }
 
-    fn is_stored(&self, id: &str) -> Result<bool> {
-        Ok(lock_backend(&self.backend).revision(id)?.is_some())
-    }
-
-    /// Refuse an id that is live or already stored.
-    fn check_new_id(&self, id: &str, live_rule: Rule) -> Result<()> {
-        if self.lock().live.contains(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                live_rule,
-                format!("session \"{id}\" already exists"),
-            ));
-        }
-        if self.is_stored(id)? {
-            return Err(Error::new(
-                Status::Conflict,
-                Rule::PersistExistsStored,
-                format!("session \"{id}\" already has a persisted log; open it instead"),
-            ));
-        }
-        Ok(())
-    }
-
-    fn mint_id(&self) -> Result<String> {
-        loop {
-            let id = {
-                let mut st = self.lock();
-                st.next_id += 1;
-                format!("session-{}", st.next_id)
-            };
-            if !self.lock().live.contains(&id) && !self.is_stored(&id)? {
-                return Ok(id);
-            }
-        }
-    }
-
     /// Create a session (c-api.md `dsh_session_create`).
     pub fn create(self: &Arc<Store>, opts: CreateOptions) -> Result<Arc<LiveSession>> {
         self.check_writable("create")?;
         let now = now_ms();
-        let id = match &opts.id {
+        let reserved = match &opts.id {
             Some(id) => {
                 config::check_session_id(id)?;
-                id.clone()
+                self.reserve_new(id, Rule::StoreDuplicateId)?
             }
             None => self.mint_id()?,
         };
-        self.check_new_id(&id, Rule::StoreDuplicateId)?;
+        let id = reserved.id().to_string();
         let mut header = Object::new();
         header.insert_str("version", Value::Number(seed::FORMAT_VERSION as f64));
         header.insert_str("id", Value::str(&id));
@@ -273,7 +250,7 @@ impl Store {
         };
         session.set_policy(self.policy.clone());
         session.check_seed_policy()?;
-        self.register(session, false)
+        self.register(reserved, session, false, None)
     }
 
     /// Fork `source` at `boundary` into a new session of this store.
@@ -284,54 +261,39 @@ impl Store {
         child_id: Option<String>,
     ) -> Result<Arc<LiveSession>> {
         self.check_writable("fork")?;
-        if let Some(id) = &child_id {
-            config::check_session_id(id)?;
-            self.check_new_id(id, Rule::ForkChildExists)
-                .map_err(|e| e.with_code("SESSION_ALREADY_EXISTS"))?;
-        }
+        let named = match &child_id {
+            Some(id) => {
+                config::check_session_id(id)?;
+                let reserved = self
+                    .reserve_new(id, Rule::ForkChildExists)
+                    .map_err(|e| e.with_code("SESSION_ALREADY_EXISTS"))?;
+                Some(reserved)
+            }
+            None => None,
+        };
         let len = source.fork_len(boundary)?;
-        let id = match child_id {
-            Some(id) => id,
+        let reserved = match named {
+            Some(reserved) => reserved,
             None => self.mint_id()?,
         };
-        let child = source.fork(len, &id, now_ms())?;
-        self.register_fork(child, (source.id(), len as u64))
+        let child = source.fork(len, reserved.id(), now_ms())?;
+        self.register(reserved, child, false, Some((source.id(), len as u64)))
     }
 
-    /// Make a new `session` live and queue its whole log (a seed, if any)
-    /// for writing; an opened one (`stored`) is already on disk.
-    fn register(self: &Arc<Store>, session: Session, stored: bool) -> Result<Arc<LiveSession>> {
-        self.register_with(session, stored, None)
-    }
-
-    /// [`Store::register`] of a new fork child of `fork.0`, whose first
-    /// `fork.1` events are its parent's.
-    fn register_fork(
+    /// Make `session` live under its `reserved` id and, for a new one
+    /// (not `stored`), queue its whole log (a seed, if any) for writing;
+    /// an opened one is already on disk. A new fork child of `fork.0`
+    /// shares its first `fork.1` events with it.
+    fn register(
         self: &Arc<Store>,
-        session: Session,
-        fork: (&str, u64),
-    ) -> Result<Arc<LiveSession>> {
-        self.register_with(session, false, Some(fork))
-    }
-
-    fn register_with(
-        self: &Arc<Store>,
+        reserved: ids::Reserved<'_>,
         mut session: Session,
         stored: bool,
         fork: Option<(&str, u64)>,
     ) -> Result<Arc<LiveSession>> {
         session.set_policy(self.policy.clone());
         let id = session.id().to_string();
-        {
-            let mut st = self.lock();
-            if !st.live.insert(id.clone()) {
-                return Err(Error::new(
-                    Status::Conflict,
-                    Rule::StoreDuplicateId,
-                    format!("session \"{id}\" already exists"),
-                ));
-            }
-        }
+        debug_assert_eq!(id, reserved.id());
         let stored_len = stored.then_some(session.events().len() as u64);
         self.writer
             .track(&id, session.header(), stored_len, session.is_windowed());
@@ -340,10 +302,11 @@ impl Store {
         }
         if !stored {
             if let Err(e) = self.writer.enqueue_log(&id, session.events()) {
-                self.release(&id);
+                self.writer.forget(&id);
                 return Err(e);
             }
         }
+        reserved.keep();
         let header = session.header().clone();
         let live = Arc::new(LiveSession::new(self.clone(), session));
         live.notify(Notice::Created(&header));
@@ -382,9 +345,11 @@ impl Store {
     }
 
     fn open_session_with(self: &Arc<Store>, id: &str, window: Option<usize>) -> Result<Opened> {
-        self.check_not_live(id, Rule::LoadLivePrepare, "open")?;
+        // Reserved before anything reads the log: no other open, repair or
+        // delete of this id runs until the handle is closed.
+        let reserved = self.reserve(id, Rule::LoadLivePrepare, "open")?;
         if self.read_only {
-            return self.open_for_reading(id);
+            return self.open_for_reading(reserved);
         }
         // Events an earlier handle left queued (its close failed to write
         // them) go first, or the open fails: the log read below must be
@@ -393,11 +358,13 @@ impl Store {
             Err(e) if e.status != Status::Conflict => return Err(e),
             _ => {}
         }
-        if let Some(keep) = window {
-            if let Some(opened) = self.open_streaming(id, keep)? {
-                return Ok(opened);
-            }
-        }
+        let reserved = match window {
+            Some(keep) => match self.open_streaming(reserved, keep)? {
+                Ok(opened) => return Ok(opened),
+                Err(reserved) => reserved,
+            },
+            None => reserved,
+        };
         let mut loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
@@ -419,21 +386,22 @@ impl Store {
             session.set_window(source, keep);
         }
         self.return_freed_memory();
-        let live = self.register(session, true)?;
+        let live = self.register(reserved, session, true, None)?;
         Ok((live, restored.closers))
     }
 
     /// A read-only store's open: the stored log as it is, up to its last
     /// complete record, nothing repaired or written (a windowed open reads
     /// the whole log too).
-    fn open_for_reading(self: &Arc<Store>, id: &str) -> Result<Opened> {
+    fn open_for_reading(self: &Arc<Store>, reserved: ids::Reserved<'_>) -> Result<Opened> {
+        let id = reserved.id();
         let mut loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
         let restored = restore_for_reading(id, &mut loaded, &self.policy.vocabulary)?;
         drop(loaded);
         self.return_freed_memory();
-        let live = self.register(restored.session, true)?;
+        let live = self.register(reserved, restored.session, true, None)?;
         Ok((live, Vec::new()))
     }
 
@@ -451,18 +419,6 @@ impl Store {
         unsafe {
             libc::malloc_trim(0);
         }
-    }
-
-    /// Refuse to `what` session `id` while it is open (`rule`, a conflict).
-    pub(crate) fn check_not_live(&self, id: &str, rule: Rule, what: &str) -> Result<()> {
-        if self.lock().live.contains(id) {
-            return Err(Error::new(
-                Status::Conflict,
-                rule,
-                format!("cannot {what} session \"{id}\" while it is open"),
-            ));
-        }
-        Ok(())
     }
 
     /// Refuse `what` on a read-only store (`store.read-only`).
@@ -484,7 +440,13 @@ impl Store {
     /// `None` sends the open down the whole-log path, which decides about
     /// (and reports) everything unusual: a torn tail, an older format, a
     /// rule broken, a backend that cannot stream.
-    fn open_streaming(self: &Arc<Store>, id: &str, keep: usize) -> Result<Option<Opened>> {
+    fn open_streaming<'s>(
+        self: &'s Arc<Store>,
+        reserved: ids::Reserved<'s>,
+        keep: usize,
+    ) -> Result<std::result::Result<Opened, ids::Reserved<'s>>> {
+        let id = reserved.id().to_string();
+        let id = id.as_str();
         let source: Arc<dyn crate::engine::window::EventSource> =
             Arc::new(window::StoredEvents::new(self, id));
         let start = |header: &Value| -> Result<Restoring> {
@@ -547,18 +509,19 @@ impl Store {
             (streamed, restoring)
         });
         let (Ok(Some(streamed)), Ok(restoring)) = (streamed, restoring) else {
-            return Ok(None);
+            return Ok(Err(reserved));
         };
         let restoring = match restoring {
             Some(r) => r,
             None => match start(&streamed.header) {
                 Ok(r) => r,
-                Err(_) => return Ok(None),
+                Err(_) => return Ok(Err(reserved)),
             },
         };
         let stored = restoring.len();
-        let Ok((mut session, closers)) = restoring.finish(now_ms()) else {
-            return Ok(None);
+        let finished = restoring.finish(now_ms());
+        let Ok((mut session, closers)) = finished else {
+            return Ok(Err(reserved));
         };
         // The closers and the end-seed marker are written before the
         // handle is returned, as in a full open.
@@ -570,15 +533,15 @@ impl Store {
         }
         session.evict_old();
         self.return_freed_memory();
-        let live = self.register(session, true)?;
-        Ok(Some((live, closers)))
+        let live = self.register(reserved, session, true, None)?;
+        Ok(Ok((live, closers)))
     }
 
     /// Remove a stored session that is not open. Its queued writes (if a
     /// failed drain left any) are dropped with it.
     pub fn delete(&self, id: &str) -> Result<()> {
         self.check_writable("delete")?;
-        self.check_not_live(id, Rule::StoreDeleteLive, "delete")?;
+        let _reserved = self.reserve(id, Rule::StoreDeleteLive, "delete")?;
         self.writer.discard(id);
         if lock_backend(&self.backend).delete(id)? {
             Ok(())

@@ -4,7 +4,7 @@
 //! is being told about is refused (`append.reentrant`).
 
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::{now_ms, ForkOptions, Notice, Store};
 use crate::engine::session::DataText;
@@ -18,11 +18,26 @@ thread_local! {
     static PUBLISHING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
+#[cfg(test)]
+thread_local! {
+    /// A test hook run by a flush once it found the handle open, before
+    /// it waits for the writer.
+    pub(crate) static FLUSH_CHECKED: crate::store::faults::Slot<(), Error> =
+        const { crate::store::faults::Slot::new() };
+}
+
 /// A session handed out by a store.
 pub struct LiveSession {
     store: Arc<Store>,
     id: String,
     state: Mutex<Option<Session>>,
+    /// Flushes hold it shared, the close exclusively: a close waits for
+    /// the flushes under way, and a flush that starts after the close
+    /// began finds the handle closed. So a flush answers for this handle's
+    /// events alone, never for what the store does with them after the
+    /// handle is gone (drops them on a conflict, or writes another
+    /// handle's events under the same id).
+    closing: RwLock<()>,
 }
 
 impl std::fmt::Debug for LiveSession {
@@ -47,6 +62,7 @@ impl LiveSession {
             store,
             id: session.id().to_string(),
             state: Mutex::new(Some(session)),
+            closing: RwLock::new(()),
         }
     }
 
@@ -204,7 +220,10 @@ impl LiveSession {
 
     /// Wait until everything appended so far is durable.
     pub fn flush(&self) -> Result<()> {
+        let _open = self.closing.read().unwrap_or_else(|p| p.into_inner());
         self.with(|_| Ok(()))?;
+        #[cfg(test)]
+        crate::store::faults::hit(&FLUSH_CHECKED, ())?;
         let result = self.store.writer().flush(&self.id);
         self.notify(Notice::Flush(result.as_ref().map(|_| ())));
         result
@@ -226,6 +245,7 @@ impl LiveSession {
     /// conflict (another writer moved the stored log on), which no retry
     /// can resolve: those events, never acknowledged, are dropped.
     pub fn close(&self) -> Result<()> {
+        let _closing = self.closing.write().unwrap_or_else(|p| p.into_inner());
         let session = self.lock()?.take();
         if session.is_none() {
             return Err(closed(&self.id));

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::super::{BackendConfig, CreateOptions, LiveSession, Store, StoreConfig};
 use crate::engine::chunked::CHUNK;
+use crate::rule::Rule;
 
 /// A store of `backend` under a fresh temp dir (`zstd`: a JSONL store's
 /// compression).
@@ -48,7 +49,14 @@ fn fill(store: &Arc<Store>) {
 /// Open `w` by streaming with a window of 100 events: every event is
 /// there (plus the end-seed marker) and only the tail is resident.
 fn streamed(store: &Arc<Store>) -> Arc<LiveSession> {
-    let (live, closers) = store.open_streaming("w", 100).unwrap().expect("streamed");
+    let (live, closers) = store
+        .open_streaming(
+            store.reserve("w", Rule::LoadLivePrepare, "open").unwrap(),
+            100,
+        )
+        .unwrap()
+        .ok()
+        .expect("streamed");
     assert!(closers.is_empty());
     let (len, resident) = live
         .with(|s| Ok((s.events().len(), s.resident_events())))
@@ -72,7 +80,8 @@ fn a_clean_jsonl_log_streams_and_a_torn_one_does_not() {
             .unwrap();
         let bytes = std::fs::read(&log).unwrap();
         std::fs::write(&log, &bytes[..bytes.len() - 5]).unwrap();
-        assert!(store.open_streaming("w", 100).unwrap().is_none());
+        let reserved = store.reserve("w", Rule::LoadLivePrepare, "open").unwrap();
+        assert!(store.open_streaming(reserved, 100).unwrap().is_err());
         // (the cut hit the end-seed marker of the first open, which the
         // second open writes anew)
         let (live, _) = store.open_session_windowed("w", 100).unwrap();
