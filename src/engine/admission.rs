@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::event::{is_surface_type, Checked, TURN_END, TURN_START};
+use super::event::{is_surface_type, Checked, ASSISTANT_MESSAGE, STEP_START, TURN_END, TURN_START};
 use super::vocabulary::{is_known, is_reserved, is_retired};
 use super::{seed, upgrade, Event};
 use crate::error::{Error, Result};
@@ -178,10 +178,30 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
             ));
         }
         seed::check_event_message(e, subject)?;
+        if e.ty == ASSISTANT_MESSAGE && !tool_calls_named(e) {
+            return Err(Error::rejected(
+                Rule::AdmitToolCallId,
+                format!(
+                    "{} has a tool-call block whose id is not a non-empty string; crash repair \
+                     could not name its result, and a log it repaired would not open",
+                    subject()
+                ),
+            ));
+        }
     }
     seed::check_event_header(e, subject)?;
+    if e.ty == STEP_START && !numbers_its(e, "step") {
+        return Err(Error::rejected(
+            Rule::AdmitStepShape,
+            format!(
+                "{} has no step number crash repair could close the step by (step/start: \
+                 data whose step is a safe integer >= 1)",
+                subject()
+            ),
+        ));
+    }
     let turn = e.ty == TURN_START || e.ty == TURN_END;
-    if turn && (!upgrade::is_current_turn(e) || !numbers_its_turn(e)) {
+    if turn && (!upgrade::is_current_turn(e) || !numbers_its(e, "turn")) {
         return Err(Error::rejected(
             Rule::AdmitTurnShape,
             format!(
@@ -199,16 +219,30 @@ pub fn check_loadable(e: &Event, vocab: &Vocabulary, subject: &dyn Fn() -> Strin
     Ok(())
 }
 
-/// Whether a turn event's data is an object whose `turn` is a safe
-/// integer of at least 1: crash repair closes an open turn by its number,
-/// and a turn it cannot close makes every later fork at the end refuse.
-fn numbers_its_turn(e: &Event) -> bool {
+/// Whether an event's data is an object whose member `key` (`turn`,
+/// `step`) is a safe integer of at least 1: crash repair closes an open
+/// turn or step by its number, and a turn it cannot close makes every
+/// later fork at the end refuse.
+fn numbers_its(e: &Event, key: &str) -> bool {
     // An event's text is canonical JSON: a plain key is spelled as it is,
     // and a safe integer is written as plain digits.
-    let turn = crate::json::canon::members(e.data_text())
-        .and_then(|mut m| m.find(|(k, _)| *k == "turn"))
-        .and_then(|(_, v)| super::event::plain_int(v));
-    turn.is_some_and(|t| t >= 1)
+    let n = crate::json::canon::member(e.data_text(), key).and_then(super::event::plain_int);
+    n.is_some_and(|n| n >= 1)
+}
+
+/// Whether every `tool-call` block of an assistant message's content has
+/// an id that is a non-empty string: crash repair names the synthetic
+/// result of a pending call by it, and a load refuses a result whose call
+/// id is anything else.
+fn tool_calls_named(e: &Event) -> bool {
+    use crate::json::canon::{elements, is_nonempty_string, member};
+    let content = member(e.data_text(), "message").and_then(|m| member(m, "content"));
+    let Some(blocks) = content.and_then(elements) else {
+        return true;
+    };
+    blocks
+        .filter(|b| member(b, "type") == Some("\"tool-call\""))
+        .all(|b| member(b, "id").is_some_and(is_nonempty_string))
 }
 
 /// An append intent's `ignorable: true` is for types readers may not know:

@@ -5,7 +5,10 @@ use super::event::{
     Event, ASSISTANT_MESSAGE, CLOSER_ORDER, STEP_END, STEP_START, TOOL_CALL, TOOL_RESULT, TURN_END,
     TURN_START,
 };
+use super::{seed, upgrade};
+use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Object, Value};
+use crate::rule::Rule;
 
 /// Model-facing text of a call that never started (byte-exact, persisted).
 pub const NOT_STARTED_TEXT: &str = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
@@ -18,14 +21,97 @@ pub const TOOL_NOT_STARTED: &str = "TOOL_NOT_STARTED";
 /// Error code of a synthetic result for a call whose outcome is unknown.
 pub const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
 
-struct Pending {
-    call_id: JsString,
-    step: Option<Value>,
-    call_seq: Option<u64>,
+/// A JavaScript value read from a stored event's data: a JSON value, or
+/// `undefined` for a member the data lacks (or data that is no object).
+#[derive(Debug, Clone)]
+enum Js {
+    Undefined,
+    Value(Value),
 }
 
-fn field<'a>(e: &'a Event, key: &str) -> Option<&'a Value> {
-    e.data().as_object()?.get(key)
+impl Js {
+    /// `data[key]` of an event: `undefined` when absent.
+    fn member(e: &Event, key: &str) -> Js {
+        match e.data().as_object().and_then(|o| o.get(key)) {
+            Some(v) => Js::Value(v.clone()),
+            None => Js::Undefined,
+        }
+    }
+
+    /// `data[key]` of an object value: `undefined` when absent.
+    fn of(o: &crate::json::Object, key: &str) -> Js {
+        o.get(key).map_or(Js::Undefined, |v| Js::Value(v.clone()))
+    }
+
+    /// The value held where the reference keeps `null` for "nothing open":
+    /// a stored `null` reads as nothing open too.
+    fn unless_null(self) -> Option<Js> {
+        match self {
+            Js::Value(Value::Null) => None,
+            other => Some(other),
+        }
+    }
+
+    /// `SameValueZero`, as a JavaScript `Map` compares keys: primitives by
+    /// value, objects and arrays never (each read is a new object).
+    fn same_key(&self, other: &Js) -> bool {
+        match (self, other) {
+            (Js::Undefined, Js::Undefined) => true,
+            (Js::Value(a), Js::Value(b)) => match (a, b) {
+                (Value::Null, Value::Null) => true,
+                (Value::Bool(x), Value::Bool(y)) => x == y,
+                (Value::Number(x), Value::Number(y)) => x == y,
+                (Value::String(x), Value::String(y)) => x == y,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// `String(value)`, for the message id of a synthetic result.
+    fn to_js_string(&self) -> JsString {
+        match self {
+            Js::Undefined => JsString::from("undefined"),
+            Js::Value(v) => js_string(v),
+        }
+    }
+
+    /// Insert `key: value` into `o`, leaving `undefined` out (as
+    /// `JSON.stringify` does).
+    fn insert_into(self, o: &mut Object, key: &str) {
+        if let Js::Value(v) = self {
+            o.insert_str(key, v);
+        }
+    }
+}
+
+/// `String(v)` of a JSON value.
+fn js_string(v: &Value) -> JsString {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            // Array.prototype.join(","): null and undefined become "".
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                if !item.is_null() {
+                    out.extend_from_slice(js_string(item).as_wtf8());
+                }
+            }
+            JsString::from_wtf8(out)
+        }
+        Value::Object(_) => JsString::from("[object Object]"),
+        // null, booleans and numbers print as their JSON text.
+        other => JsString::from(other.to_json().as_str()),
+    }
+}
+
+struct Pending {
+    call_id: Js,
+    step: Js,
+    call_seq: Option<u64>,
 }
 
 fn resets(e: &Event) -> bool {
@@ -34,6 +120,16 @@ fn resets(e: &Event) -> bool {
 
 /// The closers crash repair would append after `log` (empty when the log
 /// ends balanced).
+///
+/// The scan keeps the reference's states: the open turn and step are
+/// "nothing" after a reset and otherwise whatever the start event's data
+/// holds there, `undefined` when it lacks the member; a stored `null`
+/// cannot be told from "nothing open". So a turn whose number is `null`
+/// is not repaired, and a step whose number is missing is closed by a
+/// `step/end` without one. Pending calls are keyed by their block id as
+/// stored, compared as a JavaScript `Map` compares keys. Closers built
+/// from such values may break the rules a load applies: see
+/// [`check_closers`] and [`check_closers_reread`].
 ///
 /// Every `turn/start`, `turn/end` and `step/end` resets the pending calls
 /// and the open step, so the walk starts at the last of them (a `step/end`
@@ -47,7 +143,7 @@ where
     let log = log.into_iter();
     let n = log.len();
     let from = log.clone().rev().position(resets).map_or(0, |p| n - 1 - p);
-    let mut open_turn: Option<Value> = None;
+    let mut open_turn: Option<Js> = None;
     if log.clone().nth(from).is_some_and(|e| e.ty == STEP_END) {
         let turn = log
             .clone()
@@ -55,16 +151,16 @@ where
             .rev()
             .find(|e| e.ty == TURN_START || e.ty == TURN_END);
         if let Some(t) = turn.filter(|t| t.ty == TURN_START) {
-            open_turn = field(t, "turn").cloned();
+            open_turn = Js::member(t, "turn").unless_null();
         }
     }
-    let mut open_step: Option<Value> = None;
+    let mut open_step: Option<Js> = None;
     let mut pending: Vec<Pending> = Vec::new();
     let mut last: Option<&Event> = None;
     for e in log.skip(from) {
         last = Some(e);
         if e.ty == TURN_START {
-            open_turn = field(e, "turn").cloned();
+            open_turn = Js::member(e, "turn").unless_null();
             open_step = None;
             pending.clear();
         } else if e.ty == TURN_END {
@@ -72,13 +168,16 @@ where
             open_step = None;
             pending.clear();
         } else if e.ty == STEP_START {
-            open_step = field(e, "step").cloned();
+            open_step = Js::member(e, "step").unless_null();
         } else if e.ty == STEP_END {
             open_step = None;
             pending.clear();
         } else if e.ty == ASSISTANT_MESSAGE {
-            let step = field(e, "step").cloned();
-            let blocks = field(e, "message")
+            let step = Js::member(e, "step");
+            let data = e.data();
+            let blocks = data
+                .as_object()
+                .and_then(|d| d.get("message"))
                 .and_then(Value::as_object)
                 .and_then(|m| m.get("content"))
                 .and_then(Value::as_array);
@@ -87,36 +186,35 @@ where
                 if b.get("type").and_then(Value::as_str) != Some("tool-call") {
                     continue;
                 }
-                let Some(id) = b.get("id").and_then(Value::as_js_str) else {
-                    continue;
-                };
-                match pending.iter_mut().find(|p| &p.call_id == id) {
+                let id = Js::of(b, "id");
+                match pending.iter_mut().find(|p| p.call_id.same_key(&id)) {
                     Some(p) => {
                         p.step = step.clone();
                         p.call_seq = None;
                     }
                     None => pending.push(Pending {
-                        call_id: id.clone(),
+                        call_id: id,
                         step: step.clone(),
                         call_seq: None,
                     }),
                 }
             }
         } else if e.ty == TOOL_CALL {
-            if let Some(id) = field(e, "callId").and_then(Value::as_js_str) {
-                if let Some(p) = pending.iter_mut().find(|p| &p.call_id == id) {
-                    p.call_seq = Some(e.seq);
-                }
+            let id = Js::member(e, "callId");
+            if let Some(p) = pending.iter_mut().find(|p| p.call_id.same_key(&id)) {
+                p.call_seq = Some(e.seq);
             }
         } else if e.ty == TOOL_RESULT {
-            let id = field(e, "message")
+            let data = e.data();
+            let source = data
+                .as_object()
+                .and_then(|d| d.get("message"))
                 .and_then(Value::as_object)
                 .and_then(|m| m.get("source"))
-                .and_then(Value::as_object)
-                .and_then(|s| s.get("callId"))
-                .and_then(Value::as_js_str);
-            if let Some(id) = id {
-                pending.retain(|p| &p.call_id != id);
+                .and_then(Value::as_object);
+            if let Some(source) = source {
+                let id = Js::of(source, "callId");
+                pending.retain(|p| !p.call_id.same_key(&id));
             }
         }
     }
@@ -131,14 +229,57 @@ where
         seq += 1;
     }
     if let Some(step) = open_step {
-        let data = Value::obj([("turn", turn.clone()), ("step", step)]);
-        out.push(closer(STEP_END, seq, time, data, None, None));
+        let mut data = Object::new();
+        turn.clone().insert_into(&mut data, "turn");
+        step.insert_into(&mut data, "step");
+        out.push(closer(STEP_END, seq, time, Value::Object(data), None, None));
         seq += 1;
     }
-    let reason = Value::obj([("kind", Value::str("interrupted"))]);
-    let data = Value::obj([("turn", turn), ("reason", reason)]);
-    out.push(closer(TURN_END, seq, time, data, None, None));
+    let mut data = Object::new();
+    turn.insert_into(&mut data, "turn");
+    data.insert_str("reason", Value::obj([("kind", Value::str("interrupted"))]));
+    out.push(closer(TURN_END, seq, time, Value::Object(data), None, None));
     out
+}
+
+/// The rules a session's construction applies to the closers it seeds
+/// (the `msg.*` rules of a stored message event): a closer built from
+/// stored values repair cannot close with (a tool call whose id is not a
+/// non-empty string) breaks them, and the open refuses, as the
+/// reference's does, before anything is written.
+pub fn check_closers<'a>(closers: impl IntoIterator<Item = &'a Event>) -> Result<()> {
+    for c in closers {
+        let subject = || format!("the crash-repair closer at seq {}", c.seq);
+        seed::check_event_message(c, &subject)?;
+    }
+    Ok(())
+}
+
+/// The rules the next read of the log would apply to the closers once
+/// written (the legacy upgrade's turn shapes): a closer that breaks them
+/// (a `turn/end` whose turn is not a safe integer of at least 1, copied
+/// from its `turn/start`) would make the repaired log refuse to open, so
+/// the repair must not be written; the error is the one that next read
+/// would give. `id` is the session's.
+pub fn check_closers_reread<'a>(
+    id: &str,
+    closers: impl IntoIterator<Item = &'a Event>,
+) -> Result<()> {
+    let values: Vec<Value> = closers.into_iter().map(Event::to_value).collect();
+    let read = upgrade::upgrade(id, values.clone())?;
+    if let Some((v, _)) = values.iter().zip(&read).find(|(v, r)| v != r) {
+        // Never the case for the closers repair makes; a rewrite would
+        // make the next read differ from what was written.
+        return Err(Error::new(
+            Status::Internal,
+            Rule::InternalRepairCloser,
+            format!(
+                "the crash-repair closer {} would read back changed",
+                v.to_json()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn closer(
@@ -160,41 +301,37 @@ fn closer(
     )
 }
 
-fn tool_result_closer(turn: &Value, p: Pending, seq: u64, time: i64) -> Event {
+fn tool_result_closer(turn: &Js, p: Pending, seq: u64, time: i64) -> Event {
     let started = p.call_seq.is_some();
     let text = if started {
         OUTCOME_UNKNOWN_TEXT
     } else {
         NOT_STARTED_TEXT
     };
-    let block = Value::obj([
-        ("type", Value::str("tool-result")),
-        ("toolCallId", Value::String(p.call_id.clone())),
-        ("isError", Value::Bool(true)),
-        (
-            "content",
-            Value::Array(vec![Value::obj([
-                ("type", Value::str("text")),
-                ("text", Value::str(text)),
-            ])]),
-        ),
-    ]);
+    let mut block = Object::new();
+    block.insert_str("type", Value::str("tool-result"));
+    p.call_id.clone().insert_into(&mut block, "toolCallId");
+    block.insert_str("isError", Value::Bool(true));
+    block.insert_str(
+        "content",
+        Value::Array(vec![Value::obj([
+            ("type", Value::str("text")),
+            ("text", Value::str(text)),
+        ])]),
+    );
     // The id keeps the call id's code units exactly (lone surrogates too).
     let mut id = Vec::from(&b"interrupted-tool-result-"[..]);
-    id.extend_from_slice(p.call_id.as_wtf8());
+    id.extend_from_slice(p.call_id.to_js_string().as_wtf8());
     id.extend_from_slice(format!("-{seq}").as_bytes());
     let id = JsString::from_wtf8(id);
+    let mut source = Object::new();
+    source.insert_str("kind", Value::str("tool"));
+    p.call_id.insert_into(&mut source, "callId");
     let message = Value::obj([
         ("id", Value::String(id)),
         ("role", Value::str("user")),
-        (
-            "source",
-            Value::obj([
-                ("kind", Value::str("tool")),
-                ("callId", Value::String(p.call_id)),
-            ]),
-        ),
-        ("content", Value::Array(vec![block])),
+        ("source", Value::Object(source)),
+        ("content", Value::Array(vec![Value::Object(block)])),
     ]);
     let error = if started {
         Value::obj([
@@ -208,10 +345,8 @@ fn tool_result_closer(turn: &Value, p: Pending, seq: u64, time: i64) -> Event {
         ])
     };
     let mut data = Object::new();
-    data.insert_str("turn", turn.clone());
-    if let Some(step) = p.step {
-        data.insert_str("step", step);
-    }
+    turn.clone().insert_into(&mut data, "turn");
+    p.step.insert_into(&mut data, "step");
     data.insert_str("message", message);
     data.insert_str("error", error);
     let sources = p

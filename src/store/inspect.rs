@@ -125,6 +125,7 @@ impl Store {
         let mut backend = lock_backend(&self.backend);
         let loaded = backend.load(id)?.ok_or_else(|| not_found(id))?;
         let restored = restore(id, &loaded, &self.policy.vocabulary)?;
+        super::restore::check_before_repair(id, &restored.closers)?;
         let mut report = RepairReport {
             torn: loaded.torn.clone(),
             stored: loaded.events.len(),

@@ -369,6 +369,7 @@ impl Store {
             .load(id)?
             .ok_or_else(|| not_found(id))?;
         let restored = restore_taking(id, &mut loaded, &self.policy.vocabulary)?;
+        restore::check_before_repair(id, &restored.closers)?;
         let mut session = restored.session;
         // Everything after the stored prefix (recovered torn events, closers,
         // the end-seed marker) is written before the handle is returned.
@@ -523,6 +524,10 @@ impl Store {
         let Ok((mut session, closers)) = finished else {
             return Ok(Err(reserved));
         };
+        if restore::check_before_repair(id, &closers).is_err() {
+            // The whole-log open refuses, naming the rule.
+            return Ok(Err(reserved));
+        }
         // The closers and the end-seed marker are written before the
         // handle is returned, as in a full open.
         let tail = session

@@ -210,6 +210,29 @@ fn current_format(e: &Event) -> bool {
     seed::check_event_message(e, &String::new).is_ok()
 }
 
+/// `load.validation` around `e` (a refusal of the stored session `id`),
+/// as the cold read pipeline wraps every refusal but a format mismatch.
+fn validation(id: &str, e: Error) -> Error {
+    if e.status == Status::SchemaMismatch {
+        e
+    } else {
+        e.wrapped(
+            Status::Corrupt,
+            Rule::LoadValidation,
+            &format!("stored session \"{id}\" failed validation: "),
+        )
+    }
+}
+
+/// Before repair writes `closers` to the log of `id`: the rules the next
+/// read applies to them (see [`repair::check_closers_reread`]). A refusal
+/// is the one that read would give, and nothing is written.
+pub(super) fn check_before_repair(id: &str, closers: &[Arc<Event>]) -> Result<()> {
+    repair::check_closers_reread(id, closers.iter().map(|c| &**c)).map_err(|e| {
+        validation(id, e).prefixed("crash repair would write a closer the next open refuses: ")
+    })
+}
+
 /// The identity and format-version checks of a stored header (the first
 /// steps of the cold read pipeline).
 pub(super) fn check_stored_header(id: &str, header: &Value) -> Result<()> {
@@ -264,17 +287,7 @@ fn restore_events(
 ) -> Result<Restored> {
     let header = &loaded.header;
     check_stored_header(id, header)?;
-    let wrap = |e: Error| {
-        if e.status == Status::SchemaMismatch {
-            e
-        } else {
-            e.wrapped(
-                Status::Corrupt,
-                Rule::LoadValidation,
-                &format!("stored session \"{id}\" failed validation: "),
-            )
-        }
-    };
+    let wrap = |e: Error| validation(id, e);
     let mut as_stored = true;
     let (events, known) = match fast_events(stored) {
         Ok(fast) => fast,
@@ -348,10 +361,9 @@ fn restore_events(
             as_stored,
         });
     }
-    let closers: Vec<Arc<Event>> = repair::closers(events.iter().map(|e| &**e))
-        .into_iter()
-        .map(Arc::new)
-        .collect();
+    let closers = repair::closers(events.iter().map(|e| &**e));
+    repair::check_closers(&closers).map_err(wrap)?;
+    let closers: Vec<Arc<Event>> = closers.into_iter().map(Arc::new).collect();
     let mut all = events;
     all.extend(closers.iter().cloned());
     let session = Session::from_seed(

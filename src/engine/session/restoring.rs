@@ -82,7 +82,9 @@ impl Restoring {
     /// Append the closers crash repair finds and the end-seed marker; the
     /// session and the closers.
     pub fn finish(mut self, now: i64) -> Result<(Session, Vec<Arc<Event>>)> {
-        let closers: Vec<Arc<Event>> = self.session.closers()?.into_iter().map(Arc::new).collect();
+        let closers = self.session.closers()?;
+        repair::check_closers(&closers)?;
+        let closers: Vec<Arc<Event>> = closers.into_iter().map(Arc::new).collect();
         for c in &closers {
             self.push(c.clone())?;
         }
