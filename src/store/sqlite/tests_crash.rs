@@ -4,6 +4,7 @@
 //! writers run in child processes (this test binary, started again with
 //! [`CHILD_ENV`] set to its task).
 
+use crate::rule::Rule;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -142,4 +143,63 @@ fn an_exclusive_reopen_maps_no_shm_file() {
     assert!(maps.is_empty(), "the store mapped its -shm: {maps:?}");
     let loaded = open(&db).load("s").unwrap().unwrap();
     assert_eq!(loaded.events, values(&events(0, 25)));
+}
+
+/// Every file in `dir` with its bytes, by name.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A hard link to a database whose acknowledged events a killed writer
+/// left in the WAL beside the original name. Through the link SQLite
+/// would look for another WAL: the session would read as not found, and
+/// a session written there would be undone when the original WAL is
+/// replayed. So a database file with a second name is refused
+/// (`sqlite.path-file`, `DSH_E_IO`, saying what to do), by writers and
+/// readers alike and through either name, touching nothing; once the
+/// link is removed the original name opens with every event.
+#[test]
+fn a_database_file_with_a_second_name_is_refused() {
+    let dir = TempDir::new("hard-link");
+    let db = dir.db();
+    killed_writer(&db, 5);
+    let link = dir.0.join("h.db");
+    std::fs::hard_link(&db, &link).unwrap();
+    let before = snapshot(&dir.0);
+    for path in [&link, &db] {
+        let refusals = [
+            SqliteBackend::open(path, 100).unwrap_err(),
+            SqliteBackend::open_with_locking(path, 100, true).unwrap_err(),
+            SqliteBackend::open_read_only(path, 100).unwrap_err(),
+        ];
+        for err in refusals {
+            assert_eq!(
+                (err.status, err.rule),
+                (Status::Io, Rule::SqlitePathFile),
+                "{err}"
+            );
+            let m = &err.message;
+            assert!(
+                m.contains(&format!("{} has 2 hard links", path.display())),
+                "{m}"
+            );
+            assert!(
+                m.contains("WAL") && m.contains("remove the other names"),
+                "{m}"
+            );
+        }
+    }
+    assert_eq!(snapshot(&dir.0), before, "a refused open changed a file");
+    std::fs::remove_file(&link).unwrap();
+    let loaded = open(&db).load("s").unwrap().unwrap();
+    assert_eq!(loaded.events, values(&events(0, 5)));
 }
