@@ -68,20 +68,20 @@ const EXPECTED_OBJECTS: [(&str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// A SQLite failure as `DSH_E_IO` (`sqlite.busy` for SQLITE_BUSY/LOCKED,
-/// else `io.sqlite`) carrying SQLite's message.
+/// A SQLite failure carrying SQLite's message: a damaged database
+/// (SQLITE_CORRUPT and its extended codes, SQLITE_NOTADB) as
+/// `DSH_E_CORRUPT` (`sqlite.corrupt`), anything else as `DSH_E_IO`
+/// (`sqlite.busy` for SQLITE_BUSY/LOCKED, else `io.sqlite`).
 pub fn sql_err(e: rusqlite::Error) -> Error {
-    let busy = matches!(
-        e.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    );
-    let rule = if busy {
-        Rule::SqliteBusy
-    } else {
-        Rule::IoSqlite
+    let (status, rule) = match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+            (Status::Corrupt, Rule::SqliteCorrupt)
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => (Status::Io, Rule::SqliteBusy),
+        _ => (Status::Io, Rule::IoSqlite),
     };
     let message = format!("SQLite: {e}");
-    Error::new(Status::Io, rule, message).with_source(e)
+    Error::new(status, rule, message).with_source(e)
 }
 
 fn schema_err(rule: Rule, message: impl Into<String>) -> Error {
