@@ -244,6 +244,7 @@ rules! {
     SqlitePragmaMmapSize = "sqlite.pragma-mmap-size",
     SqlitePragmaTrustedSchema = "sqlite.pragma-trusted-schema",
     SqlitePragmaLockingMode = "sqlite.pragma-locking-mode",
+    SqliteCorrupt = "sqlite.corrupt",
     JsonlLink = "jsonl.link",
     PostgresConnect = "postgres.connect",
     PostgresQuery = "postgres.query",

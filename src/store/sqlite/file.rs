@@ -85,14 +85,17 @@ enum Kind {
     /// The database's directory (`sqlite.path-parent`): the user's, and
     /// nobody else may write it.
     Directory,
-    /// The database (`sqlite.path-file`): the user's, and nobody else may
-    /// read or write it.
+    /// The database (`sqlite.path-file`): the user's, nobody else may
+    /// read or write it, and it has no other name (a hard link): SQLite
+    /// names the WAL after the path it opens, so through another name a
+    /// store would miss the events waiting in this name's WAL, and its
+    /// own writes would be undone when that WAL is replayed.
     File,
 }
 
 /// `path` (its `meta`) must be a `kind` this user alone controls: not a
 /// symbolic link, of that type, owned by the user, without permissions
-/// for others.
+/// for others, and a file without a second name.
 fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
     let p = path.display();
     let mode = meta.mode() & 0o7777;
@@ -106,7 +109,7 @@ fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
         ),
         Kind::File => (
             Rule::SqlitePathFile,
-            "database must be a regular file only this user can read and write",
+            "database must be a regular file of one name that only this user can read and write",
             meta.file_type().is_file(),
             "a regular file",
             0o077,
@@ -131,6 +134,15 @@ fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
             meta.uid(),
             euid()
         )
+    } else if kind == Kind::File && meta.nlink() > 1 {
+        format!(
+            "{p} has {} hard links: SQLite keeps the WAL beside the name it opens, so through \
+             another name the events waiting in this name's WAL are missing, and what is written \
+             there is undone when this WAL is replayed; remove the other names \
+             (`find / -xdev -samefile {p}` lists them) and open the database by the name it \
+             was written through, or give this path a copy of its own",
+            meta.nlink()
+        )
     } else if meta.mode() & others != 0 {
         match kind {
             Kind::Directory => format!("{p} is writable by others (mode {mode:o}); fix it with `chmod go-w {p}`"),
@@ -143,7 +155,7 @@ fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
 }
 
 /// `sqlite.path-file`: a regular non-symlink file owned by the user with no
-/// group/other permission bits.
+/// group/other permission bits and a link count of 1.
 fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
     check_owned(path, meta, Kind::File)
 }

@@ -26,6 +26,10 @@ mod stream;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_corrupt;
+#[cfg(test)]
+mod tests_crash;
+#[cfg(test)]
 mod tests_damage;
 #[cfg(test)]
 mod tests_differential;

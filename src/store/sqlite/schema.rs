@@ -68,20 +68,20 @@ const EXPECTED_OBJECTS: [(&str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// A SQLite failure as `DSH_E_IO` (`sqlite.busy` for SQLITE_BUSY/LOCKED,
-/// else `io.sqlite`) carrying SQLite's message.
+/// A SQLite failure carrying SQLite's message: a damaged database
+/// (SQLITE_CORRUPT and its extended codes, SQLITE_NOTADB) as
+/// `DSH_E_CORRUPT` (`sqlite.corrupt`), anything else as `DSH_E_IO`
+/// (`sqlite.busy` for SQLITE_BUSY/LOCKED, else `io.sqlite`).
 pub fn sql_err(e: rusqlite::Error) -> Error {
-    let busy = matches!(
-        e.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    );
-    let rule = if busy {
-        Rule::SqliteBusy
-    } else {
-        Rule::IoSqlite
+    let (status, rule) = match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+            (Status::Corrupt, Rule::SqliteCorrupt)
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => (Status::Io, Rule::SqliteBusy),
+        _ => (Status::Io, Rule::IoSqlite),
     };
     let message = format!("SQLite: {e}");
-    Error::new(Status::Io, rule, message).with_source(e)
+    Error::new(status, rule, message).with_source(e)
 }
 
 fn schema_err(rule: Rule, message: impl Into<String>) -> Error {
@@ -211,8 +211,9 @@ pub fn validate_for_mutation(conn: &Connection) -> Result<()> {
 /// opens and write-behind ran as fast (docs/performance.md).
 const CACHE_KIB: u32 = 256;
 
-/// Steps 1–7 of persistence.md §7.3 on a freshly opened connection; returns
-/// the store id. A refused database is left unchanged (the only writes are
+/// Steps 1–7 of persistence.md §7.3 on a freshly opened connection, with
+/// `exclusive` after SQLite's exclusive locking mode, taken before any of
+/// them reads the database; returns the store id. A refused database is left unchanged (the only writes are
 /// the pristine initialization and the journal mode, after the checks).
 pub fn configure(
     conn: &mut Connection,
@@ -221,6 +222,18 @@ pub fn configure(
     started: Instant,
     busy: Duration,
 ) -> Result<String> {
+    if !memory && exclusive {
+        // `"locking": "exclusive"`: no other connection may share the
+        // database. Set before anything reads the database (a pragma such
+        // as `cache_size` reads its schema), so before SQLite opens an
+        // existing WAL or makes a new one, the WAL index lives in this
+        // process's heap instead of a shared mapping of the `-shm` file,
+        // which a truncated or immutable `-shm` would turn into SIGBUS.
+        let mode = first_value(conn, "PRAGMA locking_mode = EXCLUSIVE")?;
+        if !matches!(&mode, Some(rusqlite::types::Value::Text(m)) if m == "exclusive") {
+            return Err(pragma_err("locking_mode", format!("{mode:?}")));
+        }
+    }
     conn.execute_batch("PRAGMA trusted_schema = OFF")
         .map_err(sql_err)?;
     let trusted = int_value(conn, "PRAGMA trusted_schema")?;
@@ -241,17 +254,6 @@ pub fn configure(
     conn.execute_batch("PRAGMA foreign_keys = ON")
         .map_err(sql_err)?;
     check_or_initialize(conn)?;
-    if !memory && exclusive {
-        // `"locking": "exclusive"`: no other connection may share the
-        // database. With exclusive locking, set before WAL mode is first
-        // used, the WAL index lives in this process's heap instead of a
-        // shared mapping of the `-shm` file, which a truncated or
-        // immutable `-shm` would turn into SIGBUS.
-        let mode = first_value(conn, "PRAGMA locking_mode = EXCLUSIVE")?;
-        if !matches!(&mode, Some(rusqlite::types::Value::Text(m)) if m == "exclusive") {
-            return Err(pragma_err("locking_mode", format!("{mode:?}")));
-        }
-    }
     select_wal(conn, memory, started, busy)?;
     conn.execute_batch("PRAGMA synchronous = FULL")
         .map_err(sql_err)?;

@@ -67,21 +67,29 @@ fn gaps(attempts: &[Attempt]) -> Vec<Duration> {
 /// sqlite.spec #11: a journal-mode failure other than SQLITE_BUSY is
 /// reported at once with its status and rule, without a second attempt,
 /// although the busy budget (5 s) is far from used: SQLITE_LOCKED as
-/// `sqlite.busy`, every other code as `io.sqlite` (both `DSH_E_IO`). Only
+/// `sqlite.busy`, a damaged database as `sqlite.corrupt`
+/// (`DSH_E_CORRUPT`), every other code as `io.sqlite` (`DSH_E_IO`). Only
 /// the first attempt is failed, so a retry would open the store.
 #[test]
 fn journal_failures_other_than_busy_are_not_retried() {
     let (dir, events) = with_session("journal-fail");
+    let io = Status::Io;
     let cases = [
-        (ffi::SQLITE_LOCKED, Rule::SqliteBusy),
-        (ffi::SQLITE_IOERR, Rule::IoSqlite),
-        (ffi::SQLITE_IOERR_WRITE, Rule::IoSqlite),
-        (ffi::SQLITE_READONLY, Rule::IoSqlite),
-        (ffi::SQLITE_FULL, Rule::IoSqlite),
-        (ffi::SQLITE_CANTOPEN, Rule::IoSqlite),
-        (ffi::SQLITE_CORRUPT, Rule::IoSqlite),
+        (ffi::SQLITE_LOCKED, io, Rule::SqliteBusy),
+        (ffi::SQLITE_IOERR, io, Rule::IoSqlite),
+        (ffi::SQLITE_IOERR_WRITE, io, Rule::IoSqlite),
+        (ffi::SQLITE_READONLY, io, Rule::IoSqlite),
+        (ffi::SQLITE_FULL, io, Rule::IoSqlite),
+        (ffi::SQLITE_CANTOPEN, io, Rule::IoSqlite),
+        (ffi::SQLITE_CORRUPT, Status::Corrupt, Rule::SqliteCorrupt),
+        (
+            ffi::SQLITE_CORRUPT_INDEX,
+            Status::Corrupt,
+            Rule::SqliteCorrupt,
+        ),
+        (ffi::SQLITE_NOTADB, Status::Corrupt, Rule::SqliteCorrupt),
     ];
-    for (code, rule) in cases {
+    for (code, status, rule) in cases {
         let (hook, attempts) =
             journal(move |n, _| if n == 1 { Err(failure(code)) } else { Ok(()) });
         let started = Instant::now();
@@ -89,7 +97,7 @@ fn journal_failures_other_than_busy_are_not_retried() {
         let took = started.elapsed();
         drop(hook);
         let name = ffi::code_to_str(code);
-        assert_eq!((err.status, err.rule), (Status::Io, rule), "{name}: {err}");
+        assert_eq!((err.status, err.rule), (status, rule), "{name}: {err}");
         assert!(err.message.contains("injected"), "{name}: {err}");
         assert_eq!(attempts.borrow().len(), 1, "{name}: not retried");
         assert!(took < Duration::from_secs(2), "{name}: at once, {took:?}");
