@@ -264,6 +264,7 @@ fn type_column(ty: &JsString) -> Cow<'_, str> {
 }
 
 /// One batch to write.
+#[derive(Clone, Copy)]
 pub struct Batch<'a> {
     pub id: &'a str,
     pub header: &'a Value,
@@ -311,7 +312,7 @@ pub fn write_batch(c: &mut Client, p: &Prepared, b: Batch<'_>) -> Result<()> {
         }
     }
     if let Some((parent, len, incarnation)) = b.parent {
-        events = copy_prefix(&mut tx, p, b.id, events, parent, len, incarnation)?;
+        events = copy_prefix(&mut tx, p, b, parent, len, incarnation)?;
     }
     if !events.is_empty() {
         insert_guarded(&mut tx, p, b.id, events, b.suspect)?;
@@ -319,18 +320,19 @@ pub fn write_batch(c: &mut Client, p: &Prepared, b: Batch<'_>) -> Result<()> {
     tx.commit().map_err(pg_err)
 }
 
-/// Copy the events of `events` below seq `len` from `parent` inside the
+/// Copy the events of `b` below seq `len` from `parent` inside the
 /// database, when `parent` is still the incarnation they came from and
-/// holds them; return the events left to insert.
+/// holds them; return the events left to insert. A copy whose guard
+/// refuses it is checked as a plain batch is ([`already_stored`]).
 fn copy_prefix<'e>(
     tx: &mut postgres::Transaction<'_>,
     p: &Prepared,
-    child: &str,
-    events: &'e [Arc<Event>],
+    b: Batch<'e>,
     parent: &str,
     len: u64,
     incarnation: &str,
 ) -> Result<&'e [Arc<Event>]> {
+    let (child, events) = (b.id, b.events);
     let row = tx
         .query_opt(
             &format!(
@@ -351,7 +353,8 @@ fn copy_prefix<'e>(
         .execute(p.sql.advance.as_str(), &[&child, &clamp(first), &clamp(k)])
         .map_err(pg_err)?;
     if advanced == 0 {
-        return Err(seq_mismatch(tx, p, child, first)?);
+        let stored = already_stored(tx, p, child, events, b.suspect)?;
+        return Ok(&events[stored..]);
     }
     let copied = tx
         .execute(
@@ -417,10 +420,29 @@ fn insert_guarded(
     if inserted == n {
         return Ok(());
     }
-    let stored = select_session(c, p, id)?.map(|r| r.next_seq);
-    match stored {
-        // The last write's commit was lost with its connection, and
-        // stored some of these events: those must be exactly ours.
+    let k = already_stored(c, p, id, events, suspect)?;
+    if k == events.len() {
+        return Ok(());
+    }
+    insert_guarded(c, p, id, &events[k..], false)
+}
+
+/// How many of `events` the database already holds, once the guard
+/// refused them (the session's `next_seq` is not their first seq): when
+/// the last write's commit was lost with its connection (`suspect`), the
+/// rows it may have stored from the first seq on must be exactly these
+/// events, byte for byte. Anything else is `postgres.append-seq-mismatch`
+/// (another writer moved the log on) or `postgres.session-missing`.
+fn already_stored(
+    c: &mut impl GenericClient,
+    p: &Prepared,
+    id: &str,
+    events: &[Arc<Event>],
+    suspect: bool,
+) -> Result<usize> {
+    let first = events[0].seq;
+    let n = events.len() as u64;
+    match select_session(c, p, id)?.map(|r| r.next_seq) {
         Some(next) if suspect && next > first && next <= first + n => {
             let k = (next - first) as usize;
             let have = select_range(c, p, id, first, next)?;
@@ -432,10 +454,7 @@ fn insert_guarded(
             if !same {
                 return Err(mismatch(id, first, next));
             }
-            if k == events.len() {
-                return Ok(());
-            }
-            insert_guarded(c, p, id, &events[k..], false)
+            Ok(k)
         }
         Some(next) => Err(mismatch(id, first, next)),
         None => Err(Error::new(
@@ -444,17 +463,6 @@ fn insert_guarded(
             format!("session \"{id}\" is no longer in the database (deleted by another store?)"),
         )),
     }
-}
-
-fn seq_mismatch(c: &mut impl GenericClient, p: &Prepared, id: &str, first: u64) -> Result<Error> {
-    Ok(match select_session(c, p, id)? {
-        Some(r) => mismatch(id, first, r.next_seq),
-        None => Error::new(
-            Status::Conflict,
-            Rule::PostgresSessionMissing,
-            format!("session \"{id}\" is no longer in the database"),
-        ),
-    })
 }
 
 fn mismatch(id: &str, first: u64, next: u64) -> Error {
