@@ -1,6 +1,8 @@
 //! A loopback TCP proxy between the store and the test server that can
 //! misbehave on demand: lose the reply to a COMMIT (the server commits,
-//! the client never hears of it and sees its connection drop).
+//! the client never hears of it and sees its connection drop), or turn
+//! into a black hole (nothing is forwarded either way, every socket stays
+//! open) until it is healed.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -19,8 +21,10 @@ const POLL: Duration = Duration::from_millis(5);
 #[derive(Default)]
 struct State {
     stop: AtomicBool,
+    hole: AtomicBool,
     lose_commit: AtomicBool,
     commits_lost: AtomicUsize,
+    accepted: AtomicUsize,
 }
 
 /// A running proxy; dropped, it stops forwarding and closes everything.
@@ -60,6 +64,12 @@ impl Proxy {
         format!("{scheme}://{}{}{rest}", user.unwrap_or_default(), self.addr)
     }
 
+    /// Stop forwarding in both directions (keeping every socket open), or
+    /// forward again what waited.
+    pub fn hole(&self, on: bool) {
+        self.state.hole.store(on, Ordering::SeqCst);
+    }
+
     /// The next `COMMIT` a client sends reaches the server; its reply
     /// never reaches the client, whose connection is closed instead.
     pub fn lose_next_commit_reply(&self) {
@@ -69,6 +79,11 @@ impl Proxy {
     /// How many COMMIT replies were lost.
     pub fn commits_lost(&self) -> usize {
         self.state.commits_lost.load(Ordering::SeqCst)
+    }
+
+    /// How many connections the proxy accepted.
+    pub fn accepted(&self) -> usize {
+        self.state.accepted.load(Ordering::SeqCst)
     }
 }
 
@@ -95,6 +110,7 @@ fn accept(listener: TcpListener, server: SocketAddr, state: Arc<State>) {
             }
             Err(_) => return,
         };
+        state.accepted.fetch_add(1, Ordering::SeqCst);
         let Ok(upstream) = TcpStream::connect(server) else {
             continue;
         };
@@ -132,6 +148,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream, dir: Direction, st: &State, cut:
         if st.stop.load(Ordering::SeqCst) {
             return close(&from, &to);
         }
+        if st.hole.load(Ordering::SeqCst) {
+            // Read nothing: what is sent waits in the sockets' buffers.
+            thread::sleep(POLL);
+            continue;
+        }
         let n = match from.read(&mut buf) {
             Ok(0) => {
                 let _ = to.shutdown(Shutdown::Write);
@@ -142,6 +163,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, dir: Direction, st: &State, cut:
             Err(_) => return close(&from, &to),
         };
         let chunk = &buf[..n];
+        while st.hole.load(Ordering::SeqCst) && !st.stop.load(Ordering::SeqCst) {
+            thread::sleep(POLL);
+        }
         match dir {
             Direction::ToServer => {
                 if chunk.windows(COMMIT.len()).any(|w| w == COMMIT)
