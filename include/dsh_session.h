@@ -462,8 +462,10 @@ dsh_status dsh_session_request_context(struct dsh_session *session, struct dsh_b
  * Open a store.
  *
  * `config_json` (may be NULL = a memory store) is an object with keys
- * `backend` (`"memory"`, `"sqlite"`, `"jsonl"`), `path`, `compression`,
- * `batchWindowMs` (c-api.md). On success `*store` receives a new handle
+ * `backend` (`"memory"`, `"sqlite"`, `"jsonl"`, `"postgres"`), `path`,
+ * `url`, `schema`, `statementTimeoutMs`, `compression`, `batchWindowMs`,
+ * `admission`, `eventTypes`, `readOnly`, `locking`, `trimHeap`
+ * (c-api.md). On success `*store` receives a new handle
  * that the caller releases with `dsh_store_close`; on failure `*store` is
  * set to NULL. `out` (may be NULL) receives `{"backend":...}` or the error.
  *

@@ -256,6 +256,7 @@ rules! {
     PostgresAppendSeqMismatch = "postgres.append-seq-mismatch",
     PostgresSessionLocked = "postgres.session-locked",
     PostgresSessionMissing = "postgres.session-missing",
+    PostgresTimeout = "postgres.timeout",
     ZstdDamagedFrame = "zstd.damaged-frame",
     CliNoStore = "cli.no-store",
     ConvertExists = "convert.exists",

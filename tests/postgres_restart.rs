@@ -42,10 +42,7 @@ fn a_server_restart_mid_batch_loses_no_acknowledged_event_and_duplicates_none() 
     };
     let schema = format!("restart_{}", std::process::id());
     let mut config = StoreConfig::postgres(&url);
-    config.backend = BackendConfig::Postgres {
-        url: url.clone(),
-        schema: schema.clone(),
-    };
+    config.backend = BackendConfig::postgres(&url, &schema);
     config.batch_window_ms = 2;
     let store = Store::open(config.clone()).expect("open");
     let s = store.create(CreateOptions::with_id("r")).unwrap();

@@ -43,6 +43,11 @@ pub enum BackendConfig {
         url: String,
         /// The schema that holds the store's tables (default `dsh`).
         schema: String,
+        /// How long a statement waits for the server's reply (or a read
+        /// for its next rows) before the call fails with
+        /// `postgres.timeout` (`"statementTimeoutMs"`, default
+        /// [`DEFAULT_STATEMENT_TIMEOUT_MS`]).
+        statement_timeout_ms: u64,
     },
 }
 
@@ -56,10 +61,15 @@ impl std::fmt::Debug for BackendConfig {
                 .field("path", path)
                 .field("zstd", zstd)
                 .finish(),
-            BackendConfig::Postgres { url, schema } => f
+            BackendConfig::Postgres {
+                url,
+                schema,
+                statement_timeout_ms,
+            } => f
                 .debug_struct("Postgres")
                 .field("url", &redact_url(url))
                 .field("schema", schema)
+                .field("statement_timeout_ms", statement_timeout_ms)
                 .finish(),
         }
     }
@@ -148,6 +158,10 @@ pub const DEFAULT_SCHEMA: &str = "dsh";
 /// The default write-behind window.
 pub const DEFAULT_BATCH_WINDOW_MS: u64 = 25;
 
+/// How long a PostgreSQL statement waits for the server when the
+/// configuration does not say (`"statementTimeoutMs"`).
+pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
+
 fn config_error(message: impl Into<String>) -> Error {
     Error::invalid_argument(Rule::ConfigInvalid, message)
 }
@@ -158,6 +172,17 @@ pub fn check_batch_window(ms: u64) -> Result<()> {
     if ms > i32::MAX as u64 {
         return Err(config_error(
             "batchWindowMs must be an integer between 0 and 2147483647",
+        ));
+    }
+    Ok(())
+}
+
+/// The rule for a PostgreSQL statement timeout (`config.invalid`): 1 to
+/// 2147483647 ms (a statement always has one).
+pub fn check_statement_timeout(ms: u64) -> Result<()> {
+    if ms == 0 || ms > i32::MAX as u64 {
+        return Err(config_error(
+            "statementTimeoutMs must be an integer between 1 and 2147483647",
         ));
     }
     Ok(())
@@ -203,12 +228,10 @@ impl StoreConfig {
     }
 
     /// Sessions in the schema `dsh` of the PostgreSQL database at `url`
-    /// (`postgresql://user@host:port/db`).
+    /// (`postgresql://user@host:port/db`), with the default statement
+    /// timeout.
     pub fn postgres(url: impl Into<String>) -> StoreConfig {
-        StoreConfig::new(BackendConfig::Postgres {
-            url: url.into(),
-            schema: DEFAULT_SCHEMA.to_string(),
-        })
+        StoreConfig::new(BackendConfig::postgres(url, DEFAULT_SCHEMA))
     }
 
     /// This configuration as a reader beside the store's writer (see
@@ -220,8 +243,9 @@ impl StoreConfig {
 
     /// The rules a configuration follows whatever built it
     /// (`config.invalid`): a window of at most 2147483647 ms, a non-empty
-    /// path without NUL, exclusive locking on SQLite only, a reader on a
-    /// backend that has a writer to read beside.
+    /// path without NUL, a PostgreSQL statement timeout of 1 to 2147483647
+    /// ms, exclusive locking on SQLite only, a reader on a backend that has
+    /// a writer to read beside.
     pub fn check(&self) -> Result<()> {
         check_batch_window(self.batch_window_ms)?;
         match &self.backend {
@@ -232,11 +256,16 @@ impl StoreConfig {
                     return Err(config_error("path must be a non-empty string"));
                 }
             }
-            BackendConfig::Postgres { url, schema } => {
+            BackendConfig::Postgres {
+                url,
+                schema,
+                statement_timeout_ms,
+            } => {
                 if url.is_empty() || url.contains('\0') {
                     return Err(config_error("url must be a non-empty string"));
                 }
                 check_schema_name(schema)?;
+                check_statement_timeout(*statement_timeout_ms)?;
             }
         }
         if self.access.exclusive && !matches!(self.backend, BackendConfig::Sqlite { .. }) {
@@ -252,6 +281,16 @@ impl StoreConfig {
 }
 
 impl BackendConfig {
+    /// The store in `schema` of the PostgreSQL database at `url`, with the
+    /// default statement timeout.
+    pub fn postgres(url: impl Into<String>, schema: impl Into<String>) -> BackendConfig {
+        BackendConfig::Postgres {
+            url: url.into(),
+            schema: schema.into(),
+            statement_timeout_ms: DEFAULT_STATEMENT_TIMEOUT_MS,
+        }
+    }
+
     /// Open the backend this configuration names, as its writer (shared
     /// SQLite locking).
     pub fn open(&self) -> Result<Box<dyn Backend>> {
@@ -270,11 +309,16 @@ impl BackendConfig {
             #[cfg(feature = "jsonl")]
             BackendConfig::Jsonl { path, zstd } => open_jsonl(path, *zstd, access, hurry),
             #[cfg(feature = "postgres")]
-            BackendConfig::Postgres { url, schema } => Ok(Box::new(if access.read_only {
-                PostgresBackend::open_read_only(url, schema)?
-            } else {
-                PostgresBackend::open(url, schema)?
-            })),
+            BackendConfig::Postgres {
+                url,
+                schema,
+                statement_timeout_ms,
+            } => Ok(Box::new(PostgresBackend::open_with(
+                url,
+                schema,
+                access.read_only,
+                std::time::Duration::from_millis(*statement_timeout_ms),
+            )?)),
             #[allow(unreachable_patterns)]
             other => Err(config_error(format!(
                 "this build has no {} backend (the crate's \"{}\" feature is off)",

@@ -34,9 +34,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{Backend, Listed, Loaded, RangeReads, Stored, Torn};
 pub use config::{
-    check_batch_window, check_schema_name, check_session_id, Access, BackendConfig, CreateOptions,
-    ForkOptions, OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS, DEFAULT_SCHEMA, DEFAULT_WINDOW,
-    HEADER_FIELDS, SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
+    check_batch_window, check_schema_name, check_session_id, check_statement_timeout, Access,
+    BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS,
+    DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_WINDOW, HEADER_FIELDS,
+    SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
 };
 pub use inspect::{Inspection, RepairReport, SessionSummary};
 use restore::{check_stored_header, fast_event};

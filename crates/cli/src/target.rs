@@ -327,10 +327,7 @@ impl Target {
     /// Where the library finds this store.
     fn backend_config(&self) -> BackendConfig {
         match (&self.postgres, self.kind) {
-            (Some(pg), _) => BackendConfig::Postgres {
-                url: pg.url.clone(),
-                schema: pg.schema.clone(),
-            },
+            (Some(pg), _) => BackendConfig::postgres(&pg.url, &pg.schema),
             (None, BackendKind::Sqlite) => BackendConfig::Sqlite {
                 path: self.path.clone(),
             },

@@ -57,10 +57,7 @@ impl Pg {
 
     /// The backend of the store in `schema`.
     fn backend(&self, schema: &str) -> BackendConfig {
-        BackendConfig::Postgres {
-            url: self.url.clone(),
-            schema: schema.to_string(),
-        }
+        BackendConfig::postgres(&self.url, schema)
     }
 
     /// A store in `schema` that writes inside appends.

@@ -11,8 +11,9 @@ use ::dsh_session::engine::{Admission, Markers, Vocabulary};
 use ::dsh_session::error::{Error, Result};
 use ::dsh_session::json::{JsString, Object, Value};
 use ::dsh_session::store::{
-    check_batch_window, check_session_id, BackendConfig, CreateOptions, ForkOptions, OpenOptions,
-    StoreConfig, DEFAULT_SCHEMA, HEADER_FIELDS,
+    check_batch_window, check_session_id, check_statement_timeout, BackendConfig, CreateOptions,
+    ForkOptions, OpenOptions, StoreConfig, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS,
+    HEADER_FIELDS,
 };
 use ::dsh_session::Rule;
 
@@ -77,6 +78,7 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
             "trimHeap",
             "url",
             "schema",
+            "statementTimeoutMs",
         ];
         if !known.iter().any(|n| k == *n) {
             return Err(config_error(format!(
@@ -128,9 +130,20 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
     };
     let url = text("url")?;
     let schema = text("schema")?;
-    if backend != "postgres" && (url.is_some() || schema.is_some()) {
+    let statement_timeout_ms = match o.get("statementTimeoutMs") {
+        None => None,
+        // A timeout that is no integer is refused as one out of range.
+        Some(t) => {
+            let ms = t.as_safe_u64().unwrap_or(u64::MAX);
+            check_statement_timeout(ms)?;
+            Some(ms)
+        }
+    };
+    if backend != "postgres"
+        && (url.is_some() || schema.is_some() || statement_timeout_ms.is_some())
+    {
         return Err(config_error(
-            "url and schema apply to the postgres backend only",
+            "url, schema and statementTimeoutMs apply to the postgres backend only",
         ));
     }
     let zstd = match o.get("compression").map(|c| c.as_str()) {
@@ -156,6 +169,7 @@ pub fn store_config(text: Option<&str>) -> Result<StoreConfig> {
         ("postgres", None) => BackendConfig::Postgres {
             url: url.ok_or_else(|| config_error("the postgres backend needs a \"url\""))?,
             schema: schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_string()),
+            statement_timeout_ms: statement_timeout_ms.unwrap_or(DEFAULT_STATEMENT_TIMEOUT_MS),
         },
         ("postgres", Some(_)) => {
             return Err(config_error(

@@ -11,8 +11,10 @@ use ::dsh_session::store::{Notice, Store};
 /// Open a store.
 ///
 /// `config_json` (may be NULL = a memory store) is an object with keys
-/// `backend` (`"memory"`, `"sqlite"`, `"jsonl"`), `path`, `compression`,
-/// `batchWindowMs` (c-api.md). On success `*store` receives a new handle
+/// `backend` (`"memory"`, `"sqlite"`, `"jsonl"`, `"postgres"`), `path`,
+/// `url`, `schema`, `statementTimeoutMs`, `compression`, `batchWindowMs`,
+/// `admission`, `eventTypes`, `readOnly`, `locking`, `trimHeap`
+/// (c-api.md). On success `*store` receives a new handle
 /// that the caller releases with `dsh_store_close`; on failure `*store` is
 /// set to NULL. `out` (may be NULL) receives `{"backend":...}` or the error.
 ///

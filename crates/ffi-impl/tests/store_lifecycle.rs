@@ -87,6 +87,44 @@ fn an_invalid_batch_window_is_refused() {
     Store::open(&jsonl(&dir, r#","batchWindowMs":0"#)).unwrap();
 }
 
+/// A PostgreSQL statement timeout is an integer of 1 to 2147483647 ms,
+/// and a key of the postgres backend only: anything else is refused
+/// before a connection is tried.
+#[test]
+fn an_invalid_statement_timeout_is_refused() {
+    let postgres = |extra: &str| {
+        format!(r#"{{"backend":"postgres","url":"postgresql://u@127.0.0.1:1/db"{extra}}}"#)
+    };
+    for bad in ["0", "1.5", "-1", "2147483648", "\"30000\"", "null"] {
+        let Err((st, text)) = Store::open(&postgres(&format!(r#","statementTimeoutMs":{bad}"#)))
+        else {
+            panic!("statementTimeoutMs {bad} accepted")
+        };
+        assert_eq!(st, DSH_E_INVALID_ARGUMENT, "{bad}: {text}");
+        assert_eq!(rule(&text), "config.invalid", "{bad}");
+        assert!(text.contains("statementTimeoutMs"), "{text}");
+    }
+    let dir = temp_dir("gap-statement-timeout");
+    let Err((st, text)) = Store::open(&jsonl(&dir, r#","statementTimeoutMs":1000"#)) else {
+        panic!("statementTimeoutMs accepted on jsonl")
+    };
+    assert_eq!(
+        (st, rule(&text).as_str()),
+        (DSH_E_INVALID_ARGUMENT, "config.invalid"),
+        "{text}"
+    );
+    // A valid one passes the configuration's checks: the open then fails
+    // only at the connection (nothing listens on port 1).
+    let Err((st, text)) = Store::open(&postgres(r#","statementTimeoutMs":1000"#)) else {
+        panic!("a server on port 1")
+    };
+    assert_eq!(
+        (st, rule(&text).as_str()),
+        (DSH_E_IO, "postgres.connect"),
+        "{text}"
+    );
+}
+
 /// Coordinator #23: inspecting a session that is open inside a turn reads
 /// it as stored (the closers repair would add are reported, in memory
 /// only) and leaves the live turn open.

@@ -1,9 +1,76 @@
-//! The connection side of the PostgreSQL backend: the statements of one
-//! schema, error mapping, and where a server is (named without its
+//! The connection side of the PostgreSQL backend: the connection settings
+//! a URL gives (with the store's timeouts and keepalives), the statements
+//! of one schema, error mapping, and where a server is (named without its
 //! password).
 
-use crate::error::{Error, Status};
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+
+use super::client::PgError;
+use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
+
+/// How long a connection attempt (socket to authentication) waits when
+/// the URL does not say.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TCP keepalives, unless the URL sets them: an idle connection whose peer
+/// is gone is noticed (and opened again by the next call) within about
+/// `KEEPALIVE_IDLE` plus the statement timeout (which is also the
+/// connection's `tcp_user_timeout`), instead of the system's two hours.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
+
+/// `keepalives_idle` when the URL does not set it (tokio-postgres's
+/// default).
+const SYSTEM_KEEPALIVE_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
+
+fn config_error(message: String) -> Error {
+    Error::invalid_argument(Rule::ConfigInvalid, message)
+}
+
+/// The connection settings of `url` (`config.invalid` when it does not
+/// parse; the message never repeats the URL, which may hold a password),
+/// with the store's connect timeout and keepalives where it sets none.
+pub fn parse_url(url: &str) -> Result<tokio_postgres::Config> {
+    if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+        return Err(config_error(
+            "url must be a postgresql:// connection URL".to_string(),
+        ));
+    }
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| config_error(format!("url is not a valid PostgreSQL URL: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_keepalives_idle() == SYSTEM_KEEPALIVE_IDLE {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("dsh-session");
+    }
+    Ok(config)
+}
+
+/// How `url` is shown in messages: `postgresql://host:port/db`, without
+/// user, password or parameters (for a URL that does not parse, the text
+/// without what comes before an `@` or from a `?`). Two URLs of the same
+/// database show the same.
+pub fn printable_url(url: &str) -> String {
+    match parse_url(url) {
+        Ok(config) => format!("postgresql://{}", target(&config)),
+        Err(_) => crate::store::config::redact_url(url),
+    }
+}
 
 /// The statements of one store's schema (its name quoted once, here).
 #[derive(Debug, Clone)]
@@ -106,9 +173,31 @@ impl Sql {
 }
 
 /// A PostgreSQL error as a library error: a lost or refused connection
-/// is `postgres.connect`, anything the server refused `postgres.query`
-/// (both `DSH_E_IO`: the data is untouched and a retry may succeed).
-pub fn pg_err(e: postgres::Error) -> Error {
+/// is `postgres.connect`, anything the server refused `postgres.query`, a
+/// reply that never came `postgres.timeout` (all `DSH_E_IO`: the data is
+/// untouched, or the next write checks what was stored, and a retry may
+/// succeed).
+pub fn pg_err(e: PgError) -> Error {
+    let e = match e {
+        PgError::Server(e) => e,
+        PgError::TimedOut(limit) => {
+            return Error::new(
+                Status::Io,
+                Rule::PostgresTimeout,
+                format!(
+                    "PostgreSQL sent no reply within {} ms (statementTimeoutMs): the connection is given up, the next call connects again",
+                    limit.as_millis()
+                ),
+            )
+        }
+        PgError::Runtime(e) => {
+            return Error::new(
+                Status::Io,
+                Rule::PostgresConnect,
+                format!("PostgreSQL connection failed: cannot start its runtime: {e}"),
+            )
+        }
+    };
     // The server ending the session (shutdown, an administrator's
     // terminate: class 57P) or a connection exception (class 08) lost
     // the connection, as a broken socket does.
@@ -150,18 +239,18 @@ pub fn with_causes(e: &dyn std::error::Error) -> String {
 }
 
 /// Whether `e` is a lock wait that ran out (`lock_timeout`).
-pub fn is_lock_timeout(e: &postgres::Error) -> bool {
-    e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+pub fn is_lock_timeout(e: &PgError) -> bool {
+    e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE)
 }
 
 /// Whether `e` is the server's unique violation (a duplicate key).
-pub fn is_unique_violation(e: &postgres::Error) -> bool {
-    e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION)
+pub fn is_unique_violation(e: &PgError) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
 
 /// Where `config` points, without user or password: `host:port/dbname`.
-pub fn target(config: &postgres::Config) -> String {
-    use postgres::config::Host;
+pub fn target(config: &tokio_postgres::Config) -> String {
+    use tokio_postgres::config::Host;
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
         Some(Host::Unix(p)) => p.display().to_string(),
@@ -173,4 +262,27 @@ pub fn target(config: &postgres::Config) -> String {
         .or(config.get_user())
         .unwrap_or("postgres");
     format!("{host}:{port}/{db}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_gets_the_store_timeouts_and_keepalives_unless_it_sets_them() {
+        let c = parse_url("postgresql://u@db.example:5433/x").unwrap();
+        assert_eq!(c.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(c.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
+        assert_eq!(c.get_keepalives_retries(), Some(KEEPALIVE_RETRIES));
+        let c = parse_url(
+            "postgresql://u@db.example/x?connect_timeout=3&keepalives_idle=60&keepalives_interval=7&keepalives_retries=9",
+        )
+        .unwrap();
+        assert_eq!(c.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(c.get_keepalives_interval(), Some(Duration::from_secs(7)));
+        assert_eq!(c.get_keepalives_retries(), Some(9));
+    }
 }

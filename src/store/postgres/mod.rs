@@ -22,9 +22,15 @@
 //! by the next call; a batch whose commit outcome was lost with it is
 //! checked against the rows the database holds before it is written again.
 //!
+//! Every wait for the server is bounded (`client`): the connection by its
+//! connect timeout, every statement by the store's statement timeout
+//! (`postgres.timeout`), so a dead or black-holed network fails a call
+//! instead of hanging it; the connection is then given up like a lost one.
+//!
 //! Revision strings are `postgres:store:<store_id>:incarnation:<uuid>:
 //! revision:<n>`.
 
+mod client;
 mod conn;
 mod rows;
 mod schema;
@@ -35,9 +41,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::{Client, IsolationLevel, NoTls};
-
-use self::conn::{pg_err, Sql};
+use self::client::{Db, Tx};
+use self::conn::{pg_err, Sql, CONNECT_TIMEOUT};
 use self::rows::Prepared;
 use super::backend::{header_id, Backend, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
 use crate::engine::Event;
@@ -45,10 +50,13 @@ use crate::error::{Error, Result, Status};
 use crate::json::Value;
 use crate::rule::Rule;
 
+pub use self::conn::{parse_url, printable_url};
 pub use self::schema::SCHEMA_VERSION;
 
-/// How long a connection attempt waits when the URL does not say.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a statement waits for the server when the configuration does
+/// not say (`statementTimeoutMs`).
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration =
+    Duration::from_millis(crate::store::DEFAULT_STATEMENT_TIMEOUT_MS);
 
 /// How long a writer waits for a session's writer lock (and any other
 /// lock) before it reports `postgres.session-locked`: long enough for the
@@ -60,14 +68,16 @@ const STREAM_BATCH: usize = 1024;
 
 /// Sessions stored in one schema of a PostgreSQL database.
 pub struct PostgresBackend {
-    config: postgres::Config,
+    config: tokio_postgres::Config,
+    /// The bound of every statement's wait for the server.
+    statement_timeout: Duration,
     /// `host:port/dbname`, for messages (never the password).
     target: String,
     sql: Sql,
     read_only: bool,
     store_id: String,
     /// `None` after a lost connection: the next call connects again.
-    client: Option<Client>,
+    client: Option<Db>,
     /// The statements prepared on `client`.
     prepared: Option<Prepared>,
     /// Sessions whose writer lock this connection holds.
@@ -98,62 +108,43 @@ impl std::fmt::Debug for PostgresBackend {
     }
 }
 
-fn config_error(message: String) -> Error {
-    Error::invalid_argument(Rule::ConfigInvalid, message)
-}
-
-/// The connection settings of `url` (`config.invalid` when it does not
-/// parse; the message never repeats the URL, which may hold a password).
-pub fn parse_url(url: &str) -> Result<postgres::Config> {
-    if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
-        return Err(config_error(
-            "url must be a postgresql:// connection URL".to_string(),
-        ));
-    }
-    let mut config: postgres::Config = url
-        .parse()
-        .map_err(|e| config_error(format!("url is not a valid PostgreSQL URL: {e}")))?;
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(CONNECT_TIMEOUT);
-    }
-    if config.get_application_name().is_none() {
-        config.application_name("dsh-session");
-    }
-    Ok(config)
-}
-
-/// How `url` is shown in messages: `postgresql://host:port/db`, without
-/// user, password or parameters (for a URL that does not parse, the text
-/// without what comes before an `@` or from a `?`). Two URLs of the same
-/// database show the same.
-pub fn printable_url(url: &str) -> String {
-    match parse_url(url) {
-        Ok(config) => format!("postgresql://{}", conn::target(&config)),
-        Err(_) => crate::store::config::redact_url(url),
-    }
-}
-
 impl PostgresBackend {
     /// Open the store in `schema` of the database at `url` as a writer:
     /// the schema and its tables are created when absent (or empty); a
     /// schema of another version or with foreign objects is refused and
-    /// left untouched.
+    /// left untouched. Statements wait at most the default statement
+    /// timeout.
     pub fn open(url: &str, schema: &str) -> Result<PostgresBackend> {
-        PostgresBackend::open_with(url, schema, false)
+        PostgresBackend::open_with(url, schema, false, DEFAULT_STATEMENT_TIMEOUT)
     }
 
     /// Open the store for reading beside its writers: nothing is created
     /// or written, and every read is one consistent snapshot.
     pub fn open_read_only(url: &str, schema: &str) -> Result<PostgresBackend> {
-        PostgresBackend::open_with(url, schema, true)
+        PostgresBackend::open_with(url, schema, true, DEFAULT_STATEMENT_TIMEOUT)
     }
 
-    fn open_with(url: &str, schema: &str, read_only: bool) -> Result<PostgresBackend> {
+    /// [`PostgresBackend::open`] (or, `read_only`,
+    /// [`PostgresBackend::open_read_only`]) whose every statement waits at
+    /// most `statement_timeout` for the server's reply
+    /// (`postgres.timeout` after that).
+    pub fn open_with(
+        url: &str,
+        schema: &str,
+        read_only: bool,
+        statement_timeout: Duration,
+    ) -> Result<PostgresBackend> {
         crate::store::check_schema_name(schema)?;
-        let config = parse_url(url)?;
+        let mut config = parse_url(url)?;
+        if config.get_tcp_user_timeout().is_none() {
+            // Data the server never acknowledges fails the connection
+            // within the statement timeout too (Linux).
+            config.tcp_user_timeout(statement_timeout);
+        }
         let mut backend = PostgresBackend {
             target: conn::target(&config),
             config,
+            statement_timeout,
             sql: Sql::new(schema),
             read_only,
             store_id: String::new(),
@@ -171,12 +162,18 @@ impl PostgresBackend {
     /// The connection and its statements, connecting again when the
     /// connection was lost (the advisory locks went with it: each is
     /// taken again before the next write).
-    fn client(&mut self) -> Result<(&mut Client, &Prepared)> {
-        if self.client.as_ref().is_none_or(Client::is_closed) {
+    fn client(&mut self) -> Result<(&mut Db, &Prepared)> {
+        if self.client.as_ref().is_none_or(Db::is_closed) {
             self.client = None;
             self.prepared = None;
             self.locks.clear();
-            let mut client = self.config.connect(NoTls).map_err(|e| {
+            let connect_timeout = self
+                .config
+                .get_connect_timeout()
+                .copied()
+                .unwrap_or(CONNECT_TIMEOUT);
+            let connected = Db::connect(&self.config, connect_timeout, self.statement_timeout);
+            let mut client = connected.map_err(|e| {
                 Error::new(
                     Status::Io,
                     Rule::PostgresConnect,
@@ -224,8 +221,10 @@ impl PostgresBackend {
     /// Pass `r` on; a failure that closed the connection drops it, so
     /// the next call connects again.
     fn check<T>(&mut self, r: Result<T>) -> Result<T> {
-        let lost = r.as_ref().is_err_and(|e| e.rule == Rule::PostgresConnect);
-        if lost || (r.is_err() && self.client.as_ref().is_some_and(Client::is_closed)) {
+        let lost = r
+            .as_ref()
+            .is_err_and(|e| matches!(e.rule, Rule::PostgresConnect | Rule::PostgresTimeout));
+        if lost || (r.is_err() && self.client.as_ref().is_some_and(Db::is_closed)) {
             self.client = None;
             self.prepared = None;
             self.locks.clear();
@@ -258,16 +257,21 @@ impl PostgresBackend {
         }
         let key = self.sql.lock_key(id);
         let target = self.target.clone();
-        let r = self.client().and_then(|(c, p)| match c.execute(&p.lock, &[&key]) {
-            Ok(_) => Ok(()),
-            Err(e) if conn::is_lock_timeout(&e) => Err(Error::new(
-                Status::Conflict,
-                Rule::PostgresSessionLocked,
-                format!(
-                    "session \"{id}\" has a writer on another connection to {target} (its advisory lock stayed held for {LOCK_WAIT_MS} ms)"
-                ),
-            )),
-            Err(e) => Err(pg_err(e)),
+        // The server ends the wait after LOCK_WAIT_MS: the reply may take
+        // that long on top of the statement timeout.
+        let wait = Duration::from_millis(u64::from(LOCK_WAIT_MS));
+        let r = self.client().and_then(|(c, p)| {
+            match c.with_extra(wait, |c| c.execute(&p.lock, &[&key])) {
+                Ok(_) => Ok(()),
+                Err(e) if conn::is_lock_timeout(&e) => Err(Error::new(
+                    Status::Conflict,
+                    Rule::PostgresSessionLocked,
+                    format!(
+                        "session \"{id}\" has a writer on another connection to {target} (its advisory lock stayed held for {LOCK_WAIT_MS} ms)"
+                    ),
+                )),
+                Err(e) => Err(pg_err(e)),
+            }
         });
         self.check(r)?;
         self.locks.insert(id.to_string());
@@ -334,7 +338,9 @@ impl PostgresBackend {
                     self.retry_incarnation.insert(id.clone(), incarnation);
                 }
                 match e.rule {
-                    Rule::PostgresConnect => {
+                    // The commit may have happened unseen: the next try
+                    // checks the stored rows.
+                    Rule::PostgresConnect | Rule::PostgresTimeout => {
                         self.suspect.insert(id);
                     }
                     // A stale writer never writes this session again:
@@ -433,7 +439,7 @@ impl Backend for PostgresBackend {
         self.writable("delete")?;
         self.lock(id)?;
         let r = self.client().and_then(|(c, p)| {
-            let mut tx = c.transaction().map_err(pg_err)?;
+            let mut tx = c.begin("BEGIN").map_err(pg_err)?;
             tx.execute(p.sql.delete_events.as_str(), &[&id])
                 .map_err(pg_err)?;
             let n = tx
@@ -474,11 +480,14 @@ impl Backend for PostgresBackend {
             return;
         }
         let key = self.sql.lock_key(id);
-        if let Some(c) = self.client.as_mut() {
-            let _ = c.execute(
-                "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-                &[&key],
-            );
+        if let Some(c) = self.client.as_mut().filter(|c| !c.is_closed()) {
+            let r = c
+                .execute(
+                    "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                    &[&key],
+                )
+                .map_err(pg_err);
+            let _ = self.check(r);
         }
     }
 
@@ -522,10 +531,7 @@ impl RangeReads for PostgresBackend {
 }
 
 /// A read-only transaction that sees one committed state throughout.
-fn snapshot(c: &mut Client) -> Result<postgres::Transaction<'_>> {
-    c.build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
+fn snapshot(c: &mut Db) -> Result<Tx<'_>> {
+    c.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .map_err(pg_err)
 }

@@ -5,10 +5,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::ToSql;
-use postgres::{Client, GenericClient, Statement};
+use tokio_postgres::Statement;
 
+use super::client::{Db, PgError, Tx};
 use super::conn::{is_unique_violation, pg_err, Sql};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -31,7 +30,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Prepare the statements of `sql` on `client`.
-    pub fn new(client: &mut Client, sql: &Sql) -> Result<Prepared> {
+    pub fn new(client: &mut Db, sql: &Sql) -> Result<Prepared> {
         let mut p = |text: &str| client.prepare(text).map_err(pg_err);
         Ok(Prepared {
             insert_batch: p(&sql.insert_batch)?,
@@ -118,11 +117,7 @@ fn decode_session(
 }
 
 /// The `sessions` row of `id`, if any.
-pub fn select_session(
-    c: &mut impl GenericClient,
-    p: &Prepared,
-    id: &str,
-) -> Result<Option<SessionRow>> {
+pub fn select_session(c: &mut Db, p: &Prepared, id: &str) -> Result<Option<SessionRow>> {
     let Some(row) = c.query_opt(&p.select_session, &[&id]).map_err(pg_err)? else {
         return Ok(None);
     };
@@ -133,7 +128,7 @@ pub fn select_session(
 pub type ListedRow = std::result::Result<SessionRow, (String, Error)>;
 
 /// Every `sessions` row, by id.
-pub fn select_sessions(c: &mut Client, p: &Prepared) -> Result<Vec<ListedRow>> {
+pub fn select_sessions(c: &mut Db, p: &Prepared) -> Result<Vec<ListedRow>> {
     let rows = c
         .query(p.sql.select_sessions.as_str(), &[])
         .map_err(pg_err)?;
@@ -182,7 +177,7 @@ pub struct Log {
 }
 
 /// The whole log of `id`, which its `sessions` row says has `next` events.
-pub fn select_log(c: &mut impl GenericClient, p: &Prepared, id: &str, next: u64) -> Result<Log> {
+pub fn select_log(c: &mut Db, p: &Prepared, id: &str, next: u64) -> Result<Log> {
     let mut log = Log {
         events: Vec::with_capacity(next.min(1 << 20) as usize),
         canonical: true,
@@ -198,14 +193,14 @@ pub fn select_log(c: &mut impl GenericClient, p: &Prepared, id: &str, next: u64)
 /// Read the log of `id` in seq order, handing `sink` batches of at most
 /// `batch` events. A bad row, or a count other than `next`, is an error.
 pub fn stream_log(
-    c: &mut impl GenericClient,
+    c: &mut Db,
     p: &Prepared,
     id: &str,
     next: u64,
     batch: usize,
     mut sink: impl FnMut(Vec<Stored>) -> Result<()>,
 ) -> Result<()> {
-    let mut rows = c.query_raw(&p.select_log, [id]).map_err(pg_err)?;
+    let mut rows = c.rows(&p.select_log, &[&id]).map_err(pg_err)?;
     let mut expected = 0u64;
     let mut buf = Vec::new();
     while let Some(row) = rows.next().map_err(pg_err)? {
@@ -230,24 +225,13 @@ pub fn stream_log(
 }
 
 /// The events `from..to` of `id` (fewer when the log is shorter).
-pub fn select_range(
-    c: &mut impl GenericClient,
-    p: &Prepared,
-    id: &str,
-    from: u64,
-    to: u64,
-) -> Result<Vec<Stored>> {
+pub fn select_range(c: &mut Db, p: &Prepared, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
     let (a, b) = (clamp(from), clamp(to));
-    let mut rows = c
-        .query_raw(&p.select_range, [&id as &(dyn ToSql + Sync), &a, &b])
-        .map_err(pg_err)?;
-    let mut out = Vec::new();
-    let mut expected = from;
-    while let Some(row) = rows.next().map_err(pg_err)? {
-        out.push(decode_event(id, row.get(0), expected, row.get(1))?);
-        expected += 1;
-    }
-    Ok(out)
+    let rows = c.query(&p.select_range, &[&id, &a, &b]).map_err(pg_err)?;
+    (from..)
+        .zip(rows)
+        .map(|(expected, row)| decode_event(id, row.get(0), expected, row.get(1)))
+        .collect()
 }
 
 fn clamp(n: u64) -> i64 {
@@ -264,6 +248,7 @@ fn type_column(ty: &JsString) -> Cow<'_, str> {
 }
 
 /// One batch to write.
+#[derive(Clone, Copy)]
 pub struct Batch<'a> {
     pub id: &'a str,
     pub header: &'a Value,
@@ -278,11 +263,11 @@ pub struct Batch<'a> {
 
 /// Write `b` durably: one guarded statement for a plain append, one
 /// transaction when the session row is created or a prefix is copied.
-pub fn write_batch(c: &mut Client, p: &Prepared, b: Batch<'_>) -> Result<()> {
+pub fn write_batch(c: &mut Db, p: &Prepared, b: Batch<'_>) -> Result<()> {
     if b.incarnation.is_none() && b.parent.is_none() {
         return insert_guarded(c, p, b.id, b.events, b.suspect);
     }
-    let mut tx = c.transaction().map_err(pg_err)?;
+    let mut tx = c.begin("BEGIN").map_err(pg_err)?;
     let mut events = b.events;
     if let Some(incarnation) = b.incarnation {
         let created = b
@@ -311,7 +296,7 @@ pub fn write_batch(c: &mut Client, p: &Prepared, b: Batch<'_>) -> Result<()> {
         }
     }
     if let Some((parent, len, incarnation)) = b.parent {
-        events = copy_prefix(&mut tx, p, b.id, events, parent, len, incarnation)?;
+        events = copy_prefix(&mut tx, p, b, parent, len, incarnation)?;
     }
     if !events.is_empty() {
         insert_guarded(&mut tx, p, b.id, events, b.suspect)?;
@@ -319,18 +304,19 @@ pub fn write_batch(c: &mut Client, p: &Prepared, b: Batch<'_>) -> Result<()> {
     tx.commit().map_err(pg_err)
 }
 
-/// Copy the events of `events` below seq `len` from `parent` inside the
+/// Copy the events of `b` below seq `len` from `parent` inside the
 /// database, when `parent` is still the incarnation they came from and
-/// holds them; return the events left to insert.
+/// holds them; return the events left to insert. A copy whose guard
+/// refuses it is checked as a plain batch is ([`already_stored`]).
 fn copy_prefix<'e>(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut Tx<'_>,
     p: &Prepared,
-    child: &str,
-    events: &'e [Arc<Event>],
+    b: Batch<'e>,
     parent: &str,
     len: u64,
     incarnation: &str,
 ) -> Result<&'e [Arc<Event>]> {
+    let (child, events) = (b.id, b.events);
     let row = tx
         .query_opt(
             &format!(
@@ -351,7 +337,8 @@ fn copy_prefix<'e>(
         .execute(p.sql.advance.as_str(), &[&child, &clamp(first), &clamp(k)])
         .map_err(pg_err)?;
     if advanced == 0 {
-        return Err(seq_mismatch(tx, p, child, first)?);
+        let stored = already_stored(tx, p, child, events, b.suspect)?;
+        return Ok(&events[stored..]);
     }
     let copied = tx
         .execute(
@@ -369,7 +356,7 @@ fn copy_prefix<'e>(
     Ok(&events[k as usize..])
 }
 
-fn insert_err(e: postgres::Error, id: &str, first: u64) -> Error {
+fn insert_err(e: PgError, id: &str, first: u64) -> Error {
     if is_unique_violation(&e) {
         return Error::new(
             Status::Conflict,
@@ -382,7 +369,7 @@ fn insert_err(e: postgres::Error, id: &str, first: u64) -> Error {
 
 /// The guarded insert of `events`; when the guard refuses, find out why.
 fn insert_guarded(
-    c: &mut impl GenericClient,
+    c: &mut Db,
     p: &Prepared,
     id: &str,
     events: &[Arc<Event>],
@@ -417,10 +404,29 @@ fn insert_guarded(
     if inserted == n {
         return Ok(());
     }
-    let stored = select_session(c, p, id)?.map(|r| r.next_seq);
-    match stored {
-        // The last write's commit was lost with its connection, and
-        // stored some of these events: those must be exactly ours.
+    let k = already_stored(c, p, id, events, suspect)?;
+    if k == events.len() {
+        return Ok(());
+    }
+    insert_guarded(c, p, id, &events[k..], false)
+}
+
+/// How many of `events` the database already holds, once the guard
+/// refused them (the session's `next_seq` is not their first seq): when
+/// the last write's commit was lost with its connection (`suspect`), the
+/// rows it may have stored from the first seq on must be exactly these
+/// events, byte for byte. Anything else is `postgres.append-seq-mismatch`
+/// (another writer moved the log on) or `postgres.session-missing`.
+fn already_stored(
+    c: &mut Db,
+    p: &Prepared,
+    id: &str,
+    events: &[Arc<Event>],
+    suspect: bool,
+) -> Result<usize> {
+    let first = events[0].seq;
+    let n = events.len() as u64;
+    match select_session(c, p, id)?.map(|r| r.next_seq) {
         Some(next) if suspect && next > first && next <= first + n => {
             let k = (next - first) as usize;
             let have = select_range(c, p, id, first, next)?;
@@ -432,10 +438,7 @@ fn insert_guarded(
             if !same {
                 return Err(mismatch(id, first, next));
             }
-            if k == events.len() {
-                return Ok(());
-            }
-            insert_guarded(c, p, id, &events[k..], false)
+            Ok(k)
         }
         Some(next) => Err(mismatch(id, first, next)),
         None => Err(Error::new(
@@ -444,17 +447,6 @@ fn insert_guarded(
             format!("session \"{id}\" is no longer in the database (deleted by another store?)"),
         )),
     }
-}
-
-fn seq_mismatch(c: &mut impl GenericClient, p: &Prepared, id: &str, first: u64) -> Result<Error> {
-    Ok(match select_session(c, p, id)? {
-        Some(r) => mismatch(id, first, r.next_seq),
-        None => Error::new(
-            Status::Conflict,
-            Rule::PostgresSessionMissing,
-            format!("session \"{id}\" is no longer in the database"),
-        ),
-    })
 }
 
 fn mismatch(id: &str, first: u64, next: u64) -> Error {

@@ -2,8 +2,7 @@
 //! writer's first open of an absent or empty schema, checked on every
 //! open; another version or foreign objects are refused and left alone.
 
-use postgres::Client;
-
+use super::client::Db;
 use super::conn::{pg_err, Sql};
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
@@ -84,7 +83,7 @@ pub enum Found {
 }
 
 /// Inspect the schema `name` (inside the caller's transaction).
-pub fn inspect(client: &mut impl postgres::GenericClient, sql: &Sql) -> Result<Found> {
+pub fn inspect(client: &mut Db, sql: &Sql) -> Result<Found> {
     let name = sql.schema();
     let exists = client
         .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
@@ -211,8 +210,8 @@ fn foreign(name: &str, why: &str) -> Error {
 /// Open the schema for writing: create it (or its tables in an empty
 /// schema) when needed, in one transaction serialized against other
 /// creators; return the store id.
-pub fn open_for_writing(client: &mut Client, sql: &Sql) -> Result<String> {
-    let mut tx = client.transaction().map_err(pg_err)?;
+pub fn open_for_writing(client: &mut Db, sql: &Sql) -> Result<String> {
+    let mut tx = client.begin("BEGIN").map_err(pg_err)?;
     tx.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended('dsh-session:schema:' || $1, 0))",
         &[&sql.schema()],
@@ -244,8 +243,8 @@ pub fn open_for_writing(client: &mut Client, sql: &Sql) -> Result<String> {
 
 /// Open the schema for reading: it must exist and be ours
 /// (`store.not-found` otherwise; a reader never creates one).
-pub fn open_for_reading(client: &mut Client, sql: &Sql) -> Result<String> {
-    let mut tx = client.transaction().map_err(pg_err)?;
+pub fn open_for_reading(client: &mut Db, sql: &Sql) -> Result<String> {
+    let mut tx = client.begin("BEGIN").map_err(pg_err)?;
     let found = inspect(&mut tx, sql)?;
     tx.commit().map_err(pg_err)?;
     match found {

@@ -1,7 +1,12 @@
 //! The PostgreSQL backend against a real server (`DSH_TEST_POSTGRES_URL`;
 //! each test in a schema of its own; skipped, saying so, without one):
 //! schema creation and refusal, one writer per session, readers on other
-//! connections, a lost connection, forks copied inside the database.
+//! connections, a lost connection, forks copied inside the database; in
+//! `network`, a connection through a proxy that loses a COMMIT's reply or
+//! turns into a black hole.
+
+mod network;
+mod proxy;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,7 +58,12 @@ impl Fixture {
     }
 
     fn config(&self) -> StoreConfig {
-        let mut c = StoreConfig::postgres(&self.url);
+        self.config_at(&self.url)
+    }
+
+    /// The store of this test's schema, reached at `url`.
+    fn config_at(&self, url: &str) -> StoreConfig {
+        let mut c = StoreConfig::postgres(url);
         if let super::super::BackendConfig::Postgres { schema, .. } = &mut c.backend {
             *schema = self.schema.clone();
         }
