@@ -260,7 +260,14 @@ dsh_status dsh_session_create(struct dsh_store *store,
 /**
  * Open a stored session: load it, run crash repair, make the repair
  * durable, and return a handle. `out` =
- * `{"header":{...},"repaired":[...closing events appended by repair]}`.
+ * `{"header":{...},"repaired":[...closing events appended by repair],"cut":...}`,
+ * `cut` being `null` or the torn tail the open cut,
+ * `{"at","length","why","copy"}`: where it began (a byte offset of a JSONL
+ * log, the seq of a SQLite row), how many bytes or rows, why
+ * (`partial-line`, `incomplete-frame`, `zero-filled`, `undecodable-rows`)
+ * and the quarantine file beside the log holding a copy of what was cut,
+ * written before the cut. Damage is never cut: it is `DSH_E_CORRUPT` and
+ * the log stays as it is (`dsh_store_repair` salvages it when asked).
  *
  * Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CONFLICT` (already open),
  * `DSH_E_CORRUPT`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO`,
@@ -491,10 +498,12 @@ dsh_status dsh_store_list(struct dsh_store *store, struct dsh_buf *out);
 
 /**
  * Read a stored session without changing anything: `out` =
- * `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...],"problems":[...]}`
+ * `{"header":{...},"revision":"...","torn":bool,"tornTail":{...}|null,"events":[...],"repair":[...],"problems":[...],"quarantined":[...]}`
  * where `events` is the stored log followed by the closers crash repair
  * would append (computed in memory only), `repair` those closers alone,
- * `torn` whether a torn tail would be cut, and `problems` the events a
+ * `torn` whether a torn tail would be cut and `tornTail` what it is
+ * (`{"at","length","why"}`), `quarantined` the copies earlier repairs
+ * kept beside the log of what they cut, and `problems` the events a
  * `dsh_session_open` refuses one by one (a type the store does not
  * declare, a message or request header of a malformed shape), each as
  * `{"seq","rule","status","message"}`: they are read as stored. Unlike `dsh_session_open` this
@@ -509,7 +518,36 @@ dsh_status dsh_store_list(struct dsh_store *store, struct dsh_buf *out);
  * `store` is NULL or a handle from `dsh_store_open`; `session_id` is NULL
  * or NUL-terminated; `out` is NULL or writable.
  */
-dsh_status dsh_store_inspect(struct dsh_store *store, const char *session_id, struct dsh_buf *out);
+dsh_status dsh_store_inspect(struct dsh_store *store,
+                             const char *session_id,
+                             struct dsh_buf *out);
+
+/**
+ * Repair a stored session that is not open, as `dsh_session_open` would,
+ * without handing out a handle: cut a torn tail (a copy of the bytes it
+ * cuts is first kept in a quarantine file beside the log) and write the
+ * closers of an interrupted turn. `options_json` may be NULL or
+ * `{"dryRun": bool, "salvage": bool}`: a dry run writes nothing and says
+ * what a repair would do; a salvage also cuts damage an open refuses with
+ * `DSH_E_CORRUPT` (a zstd frame that fails its checksum, bytes after the
+ * last frame that no crash leaves), keeping the log's prefix before it
+ * and a copy of everything cut. `out` =
+ * `{"applied":bool,"tornTail":{"at","length","why"}|null,"repaired":[...closers],"cut":{"at","length","why","copy"}|null}`.
+ *
+ * Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CONFLICT`
+ * (`load.live-prepare`: the session is open; `store.read-only`),
+ * `DSH_E_CORRUPT`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO` (`quarantine.full`
+ * among others), `DSH_E_INVALID_ARGUMENT` (`arg.repair-option`,
+ * `arg.option-unknown`), `DSH_E_INVALID_JSON`, `DSH_E_CLOSED`.
+ *
+ * # Safety
+ * `store` is NULL or a handle from `dsh_store_open`; `session_id` and
+ * `options_json` are NULL or NUL-terminated; `out` is NULL or writable.
+ */
+dsh_status dsh_store_repair(struct dsh_store *store,
+                            const char *session_id,
+                            const char *options_json,
+                            struct dsh_buf *out);
 
 /**
  * Delete a stored session that is not open: its log and header are

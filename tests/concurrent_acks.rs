@@ -121,7 +121,7 @@ fn step(
     let Some(h) = current else {
         // No handle: open the stored session (or create a new one).
         let opened = match store.open_session(&id) {
-            Ok((live, _)) => Some(handle(live, acks, true)),
+            Ok(dsh_session::store::Opened { session: live, .. }) => Some(handle(live, acks, true)),
             Err(_) => store
                 .create(CreateOptions::with_id(&id))
                 .ok()
@@ -183,7 +183,7 @@ fn step(
         }
         77..=84 => {
             // A second open of a live session must be refused.
-            if let Ok((live, _)) = store.open_session(&id) {
+            if let Ok(dsh_session::store::Opened { session: live, .. }) = store.open_session(&id) {
                 let other = handle(live, acks, true);
                 put(Some(other), Some(&h));
             }
@@ -257,10 +257,7 @@ fn config(name: &str, dir: &str) -> Option<StoreConfig> {
         }),
         "postgres" => {
             let url = std::env::var("DSH_TEST_POSTGRES_URL").ok()?;
-            StoreConfig::new(BackendConfig::Postgres {
-                url,
-                schema: dir.to_string(),
-            })
+            StoreConfig::new(BackendConfig::postgres(url, dir))
         }
         _ => unreachable!("{name}"),
     };

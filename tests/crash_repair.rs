@@ -12,24 +12,9 @@ use dsh_session::json::{parse, Value};
 use dsh_session::store::{BackendConfig, CreateOptions, ForkOptions, Store, StoreConfig};
 use dsh_session::{Rule, Status};
 
-/// A temp directory removed on drop.
-struct Temp(PathBuf);
+mod common;
 
-impl Temp {
-    fn new(name: &str) -> Temp {
-        let d = std::env::temp_dir().join(format!("dsh-repair-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-        Temp(d)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::Temp;
 
 /// A raw JSONL store in `dir` with the given admission.
 fn jsonl(dir: &Temp, admission: Admission) -> Arc<Store> {
@@ -92,7 +77,7 @@ fn crash_and_open(
     Temp,
     dsh_session::Result<Vec<Arc<dsh_session::engine::Event>>>,
 ) {
-    let dir = Temp::new("case");
+    let dir = Temp::new("repair-case");
     let store = jsonl(&dir, Admission::Reference);
     let s = store.create(CreateOptions::with_id("r")).unwrap();
     for (ty, data, intent) in events {
@@ -100,9 +85,9 @@ fn crash_and_open(
     }
     s.close().unwrap();
     let before = files(&dir.0);
-    let opened = store.open_session("r").map(|(live, closers)| {
-        live.close().unwrap();
-        closers
+    let opened = store.open_session("r").map(|opened| {
+        opened.session.close().unwrap();
+        opened.repaired
     });
     if let Err(refused) = &opened {
         assert_eq!(files(&dir.0), before, "a refused open changed the store");
@@ -142,7 +127,11 @@ fn r2_a_null_turn_is_not_open_no_closers_and_no_fork_at_the_end() {
     let (dir, opened) = crash_and_open(&events);
     assert!(opened.unwrap().is_empty(), "a null turn got closers");
     let store = jsonl(&dir, Admission::Reference);
-    let (live, closers) = store.open_session("r").unwrap();
+    let dsh_session::store::Opened {
+        session: live,
+        repaired: closers,
+        ..
+    } = store.open_session("r").unwrap();
     assert!(closers.is_empty());
     let e = live.fork(ForkOptions::default()).unwrap_err();
     assert_eq!(e.rule, Rule::ForkOpenTurn);
@@ -221,7 +210,7 @@ fn r5_a_null_step_gets_no_step_end_and_a_missing_step_one_without_a_number() {
 
 #[test]
 fn strict_admission_refuses_the_values_repair_cannot_close() {
-    let dir = Temp::new("strict");
+    let dir = Temp::new("repair-strict");
     let store = jsonl(&dir, Admission::Strict);
     let s = store.create(CreateOptions::with_id("s")).unwrap();
     for turn in ["0", "-1", "1.5", r#""1""#, "null"] {
@@ -269,7 +258,7 @@ fn strict_admission_refuses_the_values_repair_cannot_close() {
     s.close().unwrap();
     // What strict admission accepted repairs into a log that reopens.
     for _ in 0..2 {
-        let (live, _) = store.open_session("s").unwrap();
+        let live = store.open_session("s").unwrap().session;
         live.close().unwrap();
     }
 }
@@ -390,9 +379,10 @@ fn every_prefix_of_a_strict_session_reopens_after_repair_twice() {
             }
             s.close().unwrap();
             for round in 0..2 {
-                let (live, _) = store
+                let live = store
                     .open_session(&id)
-                    .unwrap_or_else(|e| panic!("{id}, open {round}: {e}"));
+                    .unwrap_or_else(|e| panic!("{id}, open {round}: {e}"))
+                    .session;
                 live.close().unwrap();
             }
             let after = store.inspect(&id).unwrap();

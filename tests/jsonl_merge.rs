@@ -90,7 +90,12 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
             let mut reads = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 let r = Store::open(config.clone()).unwrap();
-                if let Ok((rs, closers)) = r.open_session("m") {
+                if let Ok(dsh_session::store::Opened {
+                    session: rs,
+                    repaired: closers,
+                    ..
+                }) = r.open_session("m")
+                {
                     // Its repair closes the open turn in memory: the
                     // stored events come first.
                     let json = rs
@@ -172,7 +177,11 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
         );
     }
     let store = Store::open(config).unwrap();
-    let (s, closers) = store.open_session("m").unwrap();
+    let dsh_session::store::Opened {
+        session: s,
+        repaired: closers,
+        ..
+    } = store.open_session("m").unwrap();
     assert!(closers.is_empty());
     // The open marks the resume with a session/end-seed after them.
     let reopened = s.with(|x| x.events_json(0, count)).unwrap();

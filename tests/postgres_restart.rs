@@ -106,7 +106,7 @@ fn a_server_restart_mid_batch_loses_no_acknowledged_event_and_duplicates_none() 
     drop(store);
 
     let reader = Store::open(config.read_only()).expect("reader");
-    let (r, _) = reader.open_session("r").unwrap();
+    let r = reader.open_session("r").unwrap().session;
     let seqs: Vec<u64> = r
         .with(|x| Ok(x.events().iter().map(|e| e.seq).collect()))
         .unwrap();

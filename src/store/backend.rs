@@ -20,6 +20,62 @@ pub struct Torn {
     /// the torn part (a torn zstd frame's readable prefix) and must be
     /// written again after the cut; usually 0.
     pub recovered: usize,
+    /// What the read found there.
+    pub why: TornKind,
+    /// How much the cut takes: bytes from the marker to the end of the
+    /// file (JSONL), rows from the marker on (SQLite).
+    pub length: u64,
+}
+
+/// What a torn tail is: the kinds of tail a crash leaves, and damage a
+/// salvage was asked to cut. Damage is never read as a torn tail
+/// otherwise: it refuses the open (`DSH_E_CORRUPT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TornKind {
+    /// Bytes after the last complete line of a plain log: a line being
+    /// written.
+    PartialLine,
+    /// A Zstandard frame whose bytes end before its last block, every
+    /// byte present decodable: a frame being written.
+    IncompleteFrame,
+    /// Zeros after the last complete frame: the file grew, its data never
+    /// arrived.
+    ZeroFilled,
+    /// Rows after the last turn end that do not decode into the log
+    /// (SQLite, as the reference reads them).
+    UndecodableRows,
+    /// Damage cut by an explicit salvage (a repair asked for it).
+    Salvaged,
+}
+
+impl TornKind {
+    /// The kind's name in reports: `partial-line`, `incomplete-frame`,
+    /// `zero-filled`, `undecodable-rows`, `salvaged`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TornKind::PartialLine => "partial-line",
+            TornKind::IncompleteFrame => "incomplete-frame",
+            TornKind::ZeroFilled => "zero-filled",
+            TornKind::UndecodableRows => "undecodable-rows",
+            TornKind::Salvaged => "salvaged",
+        }
+    }
+}
+
+/// What an open or a repair cut from a stored log, and where the copy of
+/// what it cut is kept (see [`crate::store::quarantine`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    /// Where the cut began: the torn marker (a byte offset of a JSONL log,
+    /// the seq of the first row of a SQLite session).
+    pub at: u64,
+    /// What was cut: bytes (JSONL) or rows (SQLite).
+    pub length: u64,
+    /// Why it was cut.
+    pub why: TornKind,
+    /// The quarantine file holding what was cut, written and synced
+    /// before the cut.
+    pub copy: std::path::PathBuf,
 }
 
 /// One stored event as read back.
@@ -142,6 +198,24 @@ pub trait Backend: Send {
     /// Read a stored session, or `None` when nothing is stored under `id`.
     fn load(&mut self, id: &str) -> Result<Option<Loaded>>;
 
+    /// [`Backend::load`] for a salvage: damage a plain load refuses (a
+    /// complete frame that fails its checksum, bytes that are no frame)
+    /// ends the log's readable prefix instead, and what follows is a torn
+    /// tail of kind [`TornKind::Salvaged`], cut (with a copy kept) by
+    /// [`Backend::commit_repair`]. The default salvages nothing: it loads.
+    fn load_salvaging(&mut self, id: &str) -> Result<Option<Loaded>> {
+        self.load(id)
+    }
+
+    /// Whether a writer of session `id` is running elsewhere (another
+    /// process, another store of this one) while this backend reads: the
+    /// store's or session's writer lock is held. `None` when the backend
+    /// cannot tell; the default.
+    fn writer_running(&mut self, id: &str) -> Option<bool> {
+        let _ = id;
+        None
+    }
+
     /// The current revision of `id`, or `None` when nothing is stored.
     fn revision(&mut self, id: &str) -> Result<Option<String>>;
 
@@ -218,12 +292,21 @@ pub trait Backend: Send {
     /// Cut the torn tail at `torn.marker` (if any), then append `events`
     /// durably. `events` starts with the `torn.recovered` events (when
     /// there are any), followed by repair closers and the end-seed marker.
+    /// What is cut is first copied into a quarantine file beside the log
+    /// (made durable before the cut); the cut and its copy are returned.
     fn commit_repair(
         &mut self,
         header: &Value,
         torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()>;
+    ) -> Result<Option<Cut>>;
+
+    /// The quarantine files kept beside the log of `id` (what earlier
+    /// repairs cut), oldest first. The default has none.
+    fn quarantined(&mut self, id: &str) -> Result<Vec<std::path::PathBuf>> {
+        let _ = id;
+        Ok(Vec::new())
+    }
 }
 
 /// What a backend that can read part of a log offers beyond [`Backend`]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::backend::Torn;
+use super::backend::{Cut, Torn};
 use super::restore::{restore, restore_lenient, Finding};
 use super::writer::lock_backend;
 use super::{not_found, Store};
@@ -38,6 +38,9 @@ pub struct Inspection {
     pub repair: Vec<Arc<Event>>,
     /// The events a strict open refuses, one by one, with what it reports.
     pub problems: Vec<Finding>,
+    /// The copies of what earlier repairs cut from this log, kept beside
+    /// it (oldest first).
+    pub quarantined: Vec<std::path::PathBuf>,
 }
 
 /// What [`Store::repair`] found and did.
@@ -54,6 +57,21 @@ pub struct RepairReport {
     pub applied: bool,
     /// The seq of the last event after a written repair.
     pub last_seq: Option<u64>,
+    /// What a written repair cut, and where the copy of it is kept.
+    pub cut: Option<Cut>,
+}
+
+/// How [`Store::repair`] repairs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepairOptions {
+    /// Only report what the repair would do.
+    pub dry_run: bool,
+    /// Salvage a damaged log: damage a plain repair (and an open) refuses
+    /// (a zstd frame that fails its checksum, bytes after the last frame
+    /// that no crash leaves) ends the readable prefix instead, and the
+    /// rest is cut with a copy kept beside the log. What the damage held
+    /// is lost to the log.
+    pub salvage: bool,
 }
 
 impl RepairReport {
@@ -96,9 +114,11 @@ impl Store {
         if self.lock().live.contains(id) {
             self.writer.flush(id)?;
         }
-        let loaded = lock_backend(&self.backend)
-            .load(id)?
-            .ok_or_else(|| not_found(id))?;
+        let (loaded, quarantined) = {
+            let mut backend = lock_backend(&self.backend);
+            let loaded = backend.load(id)?.ok_or_else(|| not_found(id))?;
+            (loaded, backend.quarantined(id)?)
+        };
         let (restored, problems) = restore_lenient(id, &loaded, &self.policy.vocabulary)?;
         // The stored events, without the closers and the end-seed marker
         // the constructor may have added.
@@ -110,20 +130,27 @@ impl Store {
             events,
             repair: restored.closers,
             problems,
+            quarantined,
         })
     }
 
     /// Repair a stored session that is not open, as an open would (cut a
-    /// torn tail, write the closers of an interrupted turn), without
-    /// handing out a session; with `dry_run` only report what it would do.
-    /// The log is read once; a clean log is left as it is.
-    pub fn repair(&self, id: &str, dry_run: bool) -> Result<RepairReport> {
+    /// torn tail, keeping a copy of it beside the log, and write the
+    /// closers of an interrupted turn), without handing out a session;
+    /// `options` may ask for a dry run or a salvage of damage. The log is
+    /// read once; a clean log is left as it is.
+    pub fn repair(&self, id: &str, options: RepairOptions) -> Result<RepairReport> {
+        let dry_run = options.dry_run;
         if !dry_run {
             self.check_writable("repair")?;
         }
         let _reserved = self.reserve(id, Rule::LoadLivePrepare, "repair")?;
         let mut backend = lock_backend(&self.backend);
-        let loaded = backend.load(id)?.ok_or_else(|| not_found(id))?;
+        let loaded = match options.salvage {
+            true => backend.load_salvaging(id)?,
+            false => backend.load(id)?,
+        };
+        let loaded = loaded.ok_or_else(|| not_found(id))?;
         let restored = restore(id, &loaded, &self.policy.vocabulary)?;
         super::restore::check_before_repair(id, &restored.closers)?;
         let mut report = RepairReport {
@@ -132,6 +159,7 @@ impl Store {
             closers: restored.closers,
             applied: false,
             last_seq: None,
+            cut: None,
         };
         if dry_run || report.is_clean() {
             return Ok(report);
@@ -140,7 +168,7 @@ impl Store {
         // closers, the end-seed marker), as an open writes it.
         let events = restored.session.events();
         let tail: Vec<Arc<Event>> = events.range(restored.durable..).collect();
-        backend.commit_repair(&loaded.header, loaded.torn.as_ref(), &tail)?;
+        report.cut = backend.commit_repair(&loaded.header, loaded.torn.as_ref(), &tail)?;
         report.applied = true;
         report.last_seq = (events.len() as u64).checked_sub(1);
         Ok(report)

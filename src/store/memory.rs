@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::backend::{header_id, Backend, Listed, Loaded, Stored as StoredEvent, Torn};
+use super::backend::{header_id, Backend, Cut, Listed, Loaded, Stored as StoredEvent, Torn};
 use super::seqs::{check_contiguous, check_log_ends};
 use crate::engine::session::Log;
 use crate::engine::Event;
@@ -146,10 +146,10 @@ impl Backend for MemoryBackend {
         header: &Value,
         _torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()> {
-        if events.is_empty() {
-            return Ok(());
+    ) -> Result<Option<Cut>> {
+        if !events.is_empty() {
+            self.append(header, events, false)?;
         }
-        self.append(header, events, false)
+        Ok(None)
     }
 }

@@ -14,9 +14,13 @@ mod ids;
 mod inspect;
 #[cfg(feature = "jsonl")]
 pub mod jsonl;
+#[cfg(any(feature = "jsonl", feature = "sqlite"))]
+mod lockinfo;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "jsonl", feature = "sqlite"))]
+pub mod quarantine;
 mod restore;
 pub mod seqs;
 mod session;
@@ -32,14 +36,14 @@ pub mod writer;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use backend::{Backend, Listed, Loaded, RangeReads, Stored, Torn};
+pub use backend::{Backend, Cut, Listed, Loaded, RangeReads, Stored, Torn, TornKind};
 pub use config::{
     check_batch_window, check_schema_name, check_session_id, check_statement_timeout, Access,
     BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS,
     DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_WINDOW, HEADER_FIELDS,
     SQLITE_BUSY_TIMEOUT_MS, SQLITE_READER_BUSY_TIMEOUT_MS,
 };
-pub use inspect::{Inspection, RepairReport, SessionSummary};
+pub use inspect::{Inspection, RepairOptions, RepairReport, SessionSummary};
 use restore::{check_stored_header, fast_event};
 pub use restore::{
     restore, restore_for_reading, restore_lenient, restore_taking, Finding, Restored,
@@ -91,8 +95,19 @@ pub enum Notice<'a> {
     Disposed,
 }
 
-/// An opened session and the closers repair appended to it.
-pub type Opened = (Arc<LiveSession>, Vec<Arc<Event>>);
+/// An opened session: the handle, what crash repair appended to its log,
+/// and what it cut from it.
+#[derive(Debug)]
+pub struct Opened {
+    /// The live session.
+    pub session: Arc<LiveSession>,
+    /// The closers crash repair appended (durable before the open
+    /// returned; the `session/end-seed` marker is not among them).
+    pub repaired: Vec<Arc<Event>>,
+    /// The torn tail the open cut, if any, and where the copy of its bytes
+    /// is kept.
+    pub cut: Option<Cut>,
+}
 
 /// A host callback: `(session id, notice)`.
 pub type Observer = Arc<dyn Fn(&str, Notice<'_>) + Send + Sync>;
@@ -375,8 +390,9 @@ impl Store {
         // Everything after the stored prefix (recovered torn events, closers,
         // the end-seed marker) is written before the handle is returned.
         let tail: Vec<Arc<Event>> = session.events().range(restored.durable..).collect();
+        let mut cut = None;
         if loaded.torn.is_some() || !tail.is_empty() {
-            lock_backend(&self.backend).commit_repair(
+            cut = lock_backend(&self.backend).commit_repair(
                 &loaded.header,
                 loaded.torn.as_ref(),
                 &tail,
@@ -389,7 +405,11 @@ impl Store {
         }
         self.return_freed_memory();
         let live = self.register(reserved, session, true, None)?;
-        Ok((live, restored.closers))
+        Ok(Opened {
+            session: live,
+            repaired: restored.closers,
+            cut,
+        })
     }
 
     /// A read-only store's open: the stored log as it is, up to its last
@@ -404,7 +424,11 @@ impl Store {
         drop(loaded);
         self.return_freed_memory();
         let live = self.register(reserved, restored.session, true, None)?;
-        Ok((live, Vec::new()))
+        Ok(Opened {
+            session: live,
+            repaired: Vec::new(),
+            cut: None,
+        })
     }
 
     /// With `"trimHeap": true`, give the heap pages freed by a large open
@@ -540,7 +564,11 @@ impl Store {
         session.evict_old();
         self.return_freed_memory();
         let live = self.register(reserved, session, true, None)?;
-        Ok(Ok((live, closers)))
+        Ok(Ok(Opened {
+            session: live,
+            repaired: closers,
+            cut: None,
+        }))
     }
 
     /// Remove a stored session that is not open. Its queued writes (if a

@@ -51,7 +51,7 @@ impl Backend for Contested {
         header: &Value,
         torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()> {
+    ) -> Result<Option<crate::store::Cut>> {
         self.inner.commit_repair(header, torn, events)
     }
 }
@@ -130,7 +130,7 @@ fn racing_opens_of_one_id_hand_out_one_handle() {
             (refused.status, refused.rule),
             (Status::Conflict, Rule::LoadLivePrepare)
         );
-        handles[0].0.close().unwrap();
+        handles[0].session.close().unwrap();
     }
     // One repair (turn/end + end-seed), then one end-seed per reopen at most.
     let log = store.inspect("r").unwrap().events;

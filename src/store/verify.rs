@@ -38,6 +38,10 @@ pub const INTERRUPTED_TURN: Rule = Rule::RepairInterruptedTurn;
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
+    /// What `open` would repair (a record being written, a turn not ended)
+    /// while the store's writer is running: its work in progress, not a
+    /// problem.
+    Live,
     /// `open` repairs it (torn tail, interrupted turn).
     Repairable,
     /// `open` refuses the session or the store (damaged, foreign, unreadable).
@@ -99,6 +103,9 @@ pub struct SessionReport {
     pub events: Option<usize>,
     /// Every finding, in log order per pass.
     pub problems: Vec<Problem>,
+    /// The copies earlier repairs kept beside the log of what they cut
+    /// (oldest first).
+    pub quarantined: Vec<std::path::PathBuf>,
 }
 
 impl SessionReport {
@@ -170,6 +177,7 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
         id: id.to_string(),
         events: None,
         problems: Vec::new(),
+        quarantined: Vec::new(),
     };
     let loaded = match backend.load(id) {
         Ok(Some(loaded)) => loaded,
@@ -192,6 +200,7 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
         }
     };
     report.events = Some(loaded.events.len());
+    report.quarantined = backend.quarantined(id).unwrap_or_default();
     if let Some(p) = torn_problem(id, backend.name(), &loaded) {
         report.problems.push(p);
     }
@@ -206,6 +215,14 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
             }
         }
         Ok(restored) if !restored.closers.is_empty() => {
+            // Closers the next open would refuse: the open refuses now.
+            if let Err(e) = super::restore::check_before_repair(id, &restored.closers) {
+                report
+                    .problems
+                    .push(Problem::from_error(Some(id), &e, None));
+                dedupe(&mut report.problems);
+                return report;
+            }
             report.problems.push(interrupted(
                 id,
                 &restored
@@ -219,26 +236,39 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
         Ok(_) => {}
     }
     dedupe(&mut report.problems);
+    let repairable = |p: &Problem| p.severity == Severity::Repairable;
+    if report.problems.iter().any(repairable) && backend.writer_running(id) == Some(true) {
+        for p in report.problems.iter_mut().filter(|p| repairable(p)) {
+            p.severity = Severity::Live;
+            p.message
+                .push_str(" (the store's writer is running: this is its work in progress)");
+        }
+    }
     report
 }
 
 fn torn_problem(id: &str, backend: &str, loaded: &Loaded) -> Option<Problem> {
     let torn = loaded.torn.as_ref()?;
     let first = (loaded.events.len() - torn.recovered) as u64;
+    let why = torn.why.as_str();
     let message = if backend == "sqlite" {
         format!(
-            "the rows from seq {} on do not decode into the log after the last turn/end; open deletes them",
-            torn.marker
+            "the {} rows from seq {} on do not decode into the log after the last turn/end \
+             ({why}); open deletes them, keeping a copy beside the database",
+            torn.length, torn.marker
         )
     } else if torn.recovered > 0 {
         format!(
-            "the log is torn at byte {}; open cuts it there and writes the {} events readable from the torn frame (seq {first}..) again",
-            torn.marker, torn.recovered
+            "the log is torn at byte {} ({why}, {} bytes); open cuts it there, keeping a copy \
+             beside the log, and writes the {} events readable from the torn frame (seq {first}..) again",
+            torn.marker, torn.length, torn.recovered
         )
     } else {
         format!(
-            "the log is torn at byte {} (after seq {}); open cuts the bytes after it",
+            "the log is torn at byte {} ({why}, {} bytes, after seq {}); open cuts the bytes \
+             after it, keeping a copy beside the log",
             torn.marker,
+            torn.length,
             first.wrapping_sub(1) as i64
         )
     };

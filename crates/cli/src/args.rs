@@ -179,6 +179,11 @@ pub struct RepairArgs {
     /// Show what would be repaired; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also cut damage an open refuses (a zstd frame that fails its
+    /// checksum, bytes no crash leaves), keeping the log before it and a
+    /// copy of what is cut beside it. What the damage held is lost to the log.
+    #[arg(long)]
+    pub salvage: bool,
 }
 
 /// `convert`.

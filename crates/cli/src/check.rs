@@ -14,6 +14,7 @@ use dsh_session::Rule;
 fn status_word(worst: Option<Severity>) -> &'static str {
     match worst {
         None => "clean",
+        Some(Severity::Live) => "open (live writer)",
         Some(Severity::Repairable) => "repairable",
         Some(Severity::Corrupt) => "corrupt",
     }
@@ -21,7 +22,7 @@ fn status_word(worst: Option<Severity>) -> &'static str {
 
 fn exit_of(worst: Option<Severity>) -> u8 {
     match worst {
-        None => EXIT_OK,
+        None | Some(Severity::Live) => EXIT_OK,
         Some(Severity::Repairable) => EXIT_REPAIRABLE,
         Some(Severity::Corrupt) => EXIT_CORRUPT,
     }
@@ -38,6 +39,7 @@ fn problem_line(target: &Target, p: &Problem) -> String {
         line.push_str(&format!(" [cause {cause}]"));
     }
     let status = match p.severity {
+        Severity::Live => "live writer",
         Severity::Repairable => "repairable",
         Severity::Corrupt => p.status.name(),
     };
@@ -68,8 +70,9 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
     let mut report = StoreReport::default();
     let bar = super::progress::spinner(ctx, &format!("verifying {}", target.path.display()));
     match target.open_existing() {
-        // Locked by another process: the check could not run at all.
-        Err(e) if exit_status(e.status) == EXIT_FAILED => {
+        // Locked by another process, or no store there: the check could
+        // not run at all.
+        Err(e) if exit_status(e.status) == EXIT_FAILED || e.rule == Rule::CliNoStore => {
             return Err(CliError::library(&target.path, None, &e))
         }
         Err(e) => report.problems.push(Problem::from_error(None, &e, None)),
@@ -111,6 +114,15 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
                 ),
                 ("status", Value::str(status_word(s.worst()))),
                 (
+                    "quarantined",
+                    Value::Array(
+                        s.quarantined
+                            .iter()
+                            .map(|p| Value::str(&p.display().to_string()))
+                            .collect(),
+                    ),
+                ),
+                (
                     "problems",
                     Value::Array(
                         s.problems
@@ -150,10 +162,11 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
     for p in &report.problems {
         out.line(&format!("  {}", problem_line(&target, p)));
     }
-    let mut counts = [0usize; 3];
+    // Sessions by their worst finding: clean, open, repairable, corrupt.
+    let mut counts = [0usize; 4];
     for s in &report.sessions {
         let worst = s.worst();
-        counts[exit_of(worst) as usize] += 1;
+        counts[worst.map_or(0, |w| w as usize + 1)] += 1;
         let events = s
             .events
             .map_or_else(String::new, |n| format!(" ({n} events)"));
@@ -161,13 +174,27 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
         for p in &s.problems {
             out.line(&format!("  {}", problem_line(&target, p)));
         }
+        for copy in &s.quarantined {
+            out.line(&format!(
+                "  kept copy of a cut tail: {} (remove it once looked at)",
+                copy.display()
+            ));
+        }
     }
-    out.line(&format!(
-        "{} clean, {} repairable, {} corrupt: {}",
-        counts[0],
-        counts[1],
-        counts[2],
-        status_word(worst)
-    ));
+    let mut summary = format!(
+        "{} clean, {} repairable, {} corrupt",
+        counts[0], counts[2], counts[3]
+    );
+    if counts[1] > 0 {
+        summary.push_str(&format!(", {} open (live writer)", counts[1]));
+    }
+    if let Some(store) = report.problems.iter().map(|p| p.severity).max() {
+        summary.push_str(&format!(
+            "; the store itself: {} ({} problem(s))",
+            status_word(Some(store)),
+            report.problems.len()
+        ));
+    }
+    out.line(&format!("{summary}: {}", status_word(worst)));
     Ok(exit)
 }

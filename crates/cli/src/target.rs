@@ -306,7 +306,7 @@ impl Target {
         let meta = std::fs::metadata(&self.path);
         let ok = match (&meta, self.kind) {
             (Ok(m), BackendKind::Sqlite) => m.is_file() && m.len() > 0,
-            (Ok(m), BackendKind::Jsonl) => m.is_dir(),
+            (Ok(m), BackendKind::Jsonl) => m.is_dir() && looks_like_jsonl_root(&self.path),
             (Ok(_), BackendKind::Postgres) | (Err(_), _) => false,
         };
         if !ok {
@@ -315,10 +315,19 @@ impl Target {
                 BackendKind::Jsonl => "a JSONL directory",
                 BackendKind::Postgres => "a postgresql:// URL",
             };
+            let found = match &meta {
+                Ok(m) if m.is_dir() => "a directory that holds no session log and files of its own",
+                Ok(m) if m.is_file() && m.len() == 0 => "an empty file",
+                Ok(_) => "something else",
+                Err(_) => "nothing",
+            };
             return Err(Error::new(
                 Status::Io,
                 Rule::CliNoStore,
-                format!("no store at {}: expected {what}", self.path.display()),
+                format!(
+                    "not a store: {} is {found}; expected {what}",
+                    self.path.display()
+                ),
             ));
         }
         self.backend_config().open_with(reader, None)
@@ -381,4 +390,21 @@ impl Target {
             _ => self.path == other.path,
         }
     }
+}
+
+/// Whether the directory `root` can be a JSONL store: it holds a session
+/// log in the store's layout, or nothing but directories (a store with no
+/// session yet, or whose sessions were deleted; dotfiles are passed over).
+/// A directory with files of its own and no log (a project checkout, a
+/// home directory) is no store.
+fn looks_like_jsonl_root(root: &std::path::Path) -> bool {
+    if !dsh_session::store::jsonl::session_ids(root).is_empty() {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return false;
+    };
+    entries.flatten().all(|e| {
+        e.file_name().to_string_lossy().starts_with('.') || e.file_type().is_ok_and(|t| t.is_dir())
+    })
 }

@@ -14,7 +14,7 @@ use dsh_session::engine::Event;
 use dsh_session::error::{Error, Status};
 use dsh_session::json::Value;
 use dsh_session::store::convert::{check_absent, copy_session, session_ids, Step};
-use dsh_session::store::Store;
+use dsh_session::store::{RepairOptions, Store};
 use dsh_session::Rule;
 
 fn closer_text(e: &Event) -> String {
@@ -52,7 +52,11 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
     let backend = store.backend_name();
     let fail = |e: Error| CliError::library(&target.file_of(Some(id)), Some(id), &e);
     let bar = progress::spinner(ctx, &format!("reading {id}"));
-    let report = store.repair(id, a.dry_run);
+    let options = RepairOptions {
+        dry_run: a.dry_run,
+        salvage: a.salvage,
+    };
+    let report = store.repair(id, options);
     bar.finish_and_clear();
     let report = report.map_err(fail)?;
     store.flush().map_err(fail)?;
@@ -66,6 +70,16 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
             Value::obj([
                 ("marker", Value::num(t.marker as f64)),
                 ("recovered", Value::num(t.recovered as f64)),
+                ("length", Value::num(t.length as f64)),
+                ("why", Value::str(t.why.as_str())),
+            ])
+        });
+        let cut_json = report.cut.as_ref().map_or(Value::Null, |c| {
+            Value::obj([
+                ("at", Value::num(c.at as f64)),
+                ("length", Value::num(c.length as f64)),
+                ("why", Value::str(c.why.as_str())),
+                ("copy", Value::str(&c.copy.to_string_lossy())),
             ])
         });
         let doc = Value::obj([
@@ -74,6 +88,7 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
             ("dryRun", Value::Bool(a.dry_run)),
             ("applied", Value::Bool(end_seed.is_some())),
             ("tornTail", torn_json),
+            ("cut", cut_json),
             (
                 "closers",
                 Value::Array(closers.iter().map(|e| e.to_value()).collect()),
@@ -97,14 +112,28 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
     }
     if let Some(t) = &torn {
         let first = report.stored - t.recovered;
+        let why = t.why.as_str();
         out.line(&match backend {
-            "sqlite" => format!("  torn tail: the rows from seq {} on are deleted", t.marker),
-            _ if t.recovered > 0 => format!(
-                "  torn tail: the log is cut at byte {}; the {} events readable from the torn frame (seq {first}..) are written again",
-                t.marker, t.recovered
+            "sqlite" => format!(
+                "  torn tail ({why}): the {} rows from seq {} on are deleted",
+                t.length, t.marker
             ),
-            _ => format!("  torn tail: the log is cut at byte {} (after seq {})", t.marker, first as i64 - 1),
+            _ if t.recovered > 0 => format!(
+                "  torn tail ({why}): the log is cut at byte {} ({} bytes); the {} events readable from the torn frame (seq {first}..) are written again",
+                t.marker, t.length, t.recovered
+            ),
+            _ => format!(
+                "  torn tail ({why}): the log is cut at byte {} ({} bytes, after seq {})",
+                t.marker,
+                t.length,
+                first as i64 - 1
+            ),
         });
+    }
+    if let Some(c) = &report.cut {
+        out.line(&format!("  a copy of what was cut: {}", c.copy.display()));
+    } else if torn.is_some() && end_seed.is_none() {
+        out.line("  a copy of what is cut is kept beside the log before the cut");
     }
     for c in &closers {
         out.line(&format!("  closer: {}", closer_text(c)));

@@ -12,8 +12,8 @@ use ::dsh_session::error::{Error, Result};
 use ::dsh_session::json::{JsString, Object, Value};
 use ::dsh_session::store::{
     check_batch_window, check_session_id, check_statement_timeout, BackendConfig, CreateOptions,
-    ForkOptions, OpenOptions, StoreConfig, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS,
-    HEADER_FIELDS,
+    ForkOptions, OpenOptions, RepairOptions, StoreConfig, DEFAULT_SCHEMA,
+    DEFAULT_STATEMENT_TIMEOUT_MS, HEADER_FIELDS,
 };
 use ::dsh_session::Rule;
 
@@ -274,6 +274,29 @@ pub fn open_options(text: Option<&str>) -> Result<OpenOptions> {
             })?;
             opts.window = usize::try_from(n).unwrap_or(usize::MAX);
         }
+    }
+    Ok(opts)
+}
+
+/// Parse `dsh_store_repair` options (NULL or `null` = defaults):
+/// `{"dryRun": bool, "salvage": bool}`.
+pub fn repair_options(text: Option<&str>) -> Result<RepairOptions> {
+    let mut opts = RepairOptions::default();
+    if let Some(o) = object_or_null(text, "repair options")? {
+        only_keys(&o, "repair", |k| k == "dryRun" || k == "salvage")?;
+        let flag = |key: &str| -> Result<bool> {
+            match o.get(key) {
+                None => Ok(false),
+                Some(v) => v.as_bool().ok_or_else(|| {
+                    Error::invalid_argument(
+                        Rule::ArgRepairOption,
+                        format!("\"{key}\" must be true or false, got {}", v.to_json()),
+                    )
+                }),
+            }
+        };
+        opts.dry_run = flag("dryRun")?;
+        opts.salvage = flag("salvage")?;
     }
     Ok(opts)
 }

@@ -2,7 +2,7 @@
 
 use ::dsh_session::engine::event::events_to_json;
 use ::dsh_session::json::Value;
-use ::dsh_session::store::{Inspection, SessionSummary};
+use ::dsh_session::store::{Cut, Inspection, RepairReport, SessionSummary, Torn};
 
 /// `dsh_store_list`: `[{...header, "revision"}]`.
 pub fn list(sessions: &[SessionSummary]) -> String {
@@ -14,14 +14,64 @@ pub fn list(sessions: &[SessionSummary]) -> String {
     Value::Array(rows.collect()).to_json()
 }
 
-/// `dsh_store_inspect`: `{"header","revision","torn","events","repair",
-/// "problems"}`, `events` being the stored log followed by the closers.
+/// A path as a JSON string (lossy where it is not UTF-8).
+fn path(p: &std::path::Path) -> Value {
+    Value::str(&p.to_string_lossy())
+}
+
+/// A cut tail's place, size and kind, as an object to complete.
+fn tail_object(at: u64, length: u64, why: &str) -> ::dsh_session::json::Object {
+    let mut o = ::dsh_session::json::Object::new();
+    o.insert_str("at", Value::num(at as f64));
+    o.insert_str("length", Value::num(length as f64));
+    o.insert_str("why", Value::str(why));
+    o
+}
+
+/// What an open or a repair cut: `{"at","length","why","copy"}`, or `null`.
+pub fn cut(c: Option<&Cut>) -> String {
+    c.map_or_else(
+        || "null".to_string(),
+        |c| {
+            let mut o = tail_object(c.at, c.length, c.why.as_str());
+            o.insert_str("copy", path(&c.copy));
+            Value::Object(o).to_json()
+        },
+    )
+}
+
+/// A torn tail a read found: `{"at","length","why"}`, or `null`.
+fn torn(t: Option<&Torn>) -> String {
+    t.map_or_else(
+        || "null".to_string(),
+        |t| Value::Object(tail_object(t.marker, t.length, t.why.as_str())).to_json(),
+    )
+}
+
+/// `dsh_store_repair`: `{"applied","tornTail","repaired","cut"}`.
+pub fn repair_report(r: &RepairReport) -> String {
+    format!(
+        "{{\"applied\":{},\"tornTail\":{},\"repaired\":{},\"cut\":{}}}",
+        r.applied,
+        torn(r.torn.as_ref()),
+        events_to_json(r.closers.iter().map(|e| &**e)),
+        cut(r.cut.as_ref())
+    )
+}
+
+/// `dsh_store_inspect`: `{"header","revision","torn","tornTail","events",
+/// "repair","problems","quarantined"}`, `events` being the stored log
+/// followed by the closers.
 pub fn inspection(i: &Inspection) -> String {
     let mut out = String::from("{\"header\":");
     out.push_str(&i.header.to_json());
     out.push_str(",\"revision\":");
     out.push_str(&Value::str(&i.revision).to_json());
-    out.push_str(&format!(",\"torn\":{},\"events\":", i.torn.is_some()));
+    out.push_str(&format!(
+        ",\"torn\":{},\"tornTail\":{},\"events\":",
+        i.torn.is_some(),
+        torn(i.torn.as_ref())
+    ));
     out.push_str(&events_to_json(
         i.events.iter().chain(&i.repair).map(|e| &**e),
     ));
@@ -40,6 +90,8 @@ pub fn inspection(i: &Inspection) -> String {
     });
     out.push_str(",\"problems\":");
     out.push_str(&Value::Array(problems.collect()).to_json());
+    out.push_str(",\"quarantined\":");
+    out.push_str(&Value::Array(i.quarantined.iter().map(|p| path(p)).collect()).to_json());
     out.push('}');
     out
 }

@@ -76,7 +76,14 @@ pub unsafe extern "C" fn dsh_session_create(
 
 /// Open a stored session: load it, run crash repair, make the repair
 /// durable, and return a handle. `out` =
-/// `{"header":{...},"repaired":[...closing events appended by repair]}`.
+/// `{"header":{...},"repaired":[...closing events appended by repair],"cut":...}`,
+/// `cut` being `null` or the torn tail the open cut,
+/// `{"at","length","why","copy"}`: where it began (a byte offset of a JSONL
+/// log, the seq of a SQLite row), how many bytes or rows, why
+/// (`partial-line`, `incomplete-frame`, `zero-filled`, `undecodable-rows`)
+/// and the quarantine file beside the log holding a copy of what was cut,
+/// written before the cut. Damage is never cut: it is `DSH_E_CORRUPT` and
+/// the log stays as it is (`dsh_store_repair` salvages it when asked).
 ///
 /// Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CONFLICT` (already open),
 /// `DSH_E_CORRUPT`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO`,
@@ -100,15 +107,18 @@ pub unsafe extern "C" fn dsh_session_open(
     }
 }
 
-/// The handle and `out` of an open: `{"header":…,"repaired":[…]}`.
+/// The handle and `out` of an open:
+/// `{"header":…,"repaired":[…],"cut":{…}|null}`.
 pub(super) fn opened_out(
-    (live, repaired): ::dsh_session::store::Opened,
+    opened: ::dsh_session::store::Opened,
 ) -> Result<(std::sync::Arc<::dsh_session::store::LiveSession>, String)> {
+    let live = opened.session;
     let header = live.with(|s| Ok(s.header().to_json()))?;
-    let repaired = events_to_json(repaired.iter().map(|e| &**e));
+    let repaired = events_to_json(opened.repaired.iter().map(|e| &**e));
+    let cut = crate::render::cut(opened.cut.as_ref());
     Ok((
         live,
-        format!("{{\"header\":{header},\"repaired\":{repaired}}}"),
+        format!("{{\"header\":{header},\"repaired\":{repaired},\"cut\":{cut}}}"),
     ))
 }
 

@@ -61,10 +61,12 @@ pub unsafe extern "C" fn dsh_store_list(store: *mut dsh_store, out: *mut dsh_buf
 }
 
 /// Read a stored session without changing anything: `out` =
-/// `{"header":{...},"revision":"...","torn":bool,"events":[...],"repair":[...],"problems":[...]}`
+/// `{"header":{...},"revision":"...","torn":bool,"tornTail":{...}|null,"events":[...],"repair":[...],"problems":[...],"quarantined":[...]}`
 /// where `events` is the stored log followed by the closers crash repair
 /// would append (computed in memory only), `repair` those closers alone,
-/// `torn` whether a torn tail would be cut, and `problems` the events a
+/// `torn` whether a torn tail would be cut and `tornTail` what it is
+/// (`{"at","length","why"}`), `quarantined` the copies earlier repairs
+/// kept beside the log of what they cut, and `problems` the events a
 /// `dsh_session_open` refuses one by one (a type the store does not
 /// declare, a message or request header of a malformed shape), each as
 /// `{"seq","rule","status","message"}`: they are read as stored. Unlike `dsh_session_open` this
@@ -88,6 +90,43 @@ pub unsafe extern "C" fn dsh_store_inspect(
         // SAFETY: caller contract.
         let (s, id) = unsafe { store_and_id(store, session_id) }?;
         Ok(render::inspection(&s.inspect(id)?))
+    })
+}
+
+/// Repair a stored session that is not open, as `dsh_session_open` would,
+/// without handing out a handle: cut a torn tail (a copy of the bytes it
+/// cuts is first kept in a quarantine file beside the log) and write the
+/// closers of an interrupted turn. `options_json` may be NULL or
+/// `{"dryRun": bool, "salvage": bool}`: a dry run writes nothing and says
+/// what a repair would do; a salvage also cuts damage an open refuses with
+/// `DSH_E_CORRUPT` (a zstd frame that fails its checksum, bytes after the
+/// last frame that no crash leaves), keeping the log's prefix before it
+/// and a copy of everything cut. `out` =
+/// `{"applied":bool,"tornTail":{"at","length","why"}|null,"repaired":[...closers],"cut":{"at","length","why","copy"}|null}`.
+///
+/// Returns `DSH_OK`, `DSH_E_NOT_FOUND`, `DSH_E_CONFLICT`
+/// (`load.live-prepare`: the session is open; `store.read-only`),
+/// `DSH_E_CORRUPT`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_IO` (`quarantine.full`
+/// among others), `DSH_E_INVALID_ARGUMENT` (`arg.repair-option`,
+/// `arg.option-unknown`), `DSH_E_INVALID_JSON`, `DSH_E_CLOSED`.
+///
+/// # Safety
+/// `store` is NULL or a handle from `dsh_store_open`; `session_id` and
+/// `options_json` are NULL or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dsh_store_repair(
+    store: *mut dsh_store,
+    session_id: *const c_char,
+    options_json: *const c_char,
+    out: *mut dsh_buf,
+) -> dsh_status {
+    guard(out, || {
+        // SAFETY: caller contract.
+        let (s, id) = unsafe { store_and_id(store, session_id) }?;
+        // SAFETY: caller contract.
+        let text = unsafe { opt_str(options_json, "options_json") }?;
+        let options = options::repair_options(text)?;
+        Ok(render::repair_report(&s.repair(id, options)?))
     })
 }
 

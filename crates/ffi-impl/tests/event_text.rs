@@ -200,7 +200,7 @@ fn open_texts(name: &str, lines: &[String]) -> Vec<String> {
         zstd: false,
     }))
     .unwrap();
-    let (s, _) = store.open_session("z").unwrap();
+    let s = store.open_session("z").unwrap().session;
     let texts = s
         .with(|s| Ok(s.events().iter().map(|e| e.text().to_string()).collect()))
         .unwrap();

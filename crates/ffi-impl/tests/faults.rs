@@ -241,6 +241,23 @@ fn jsonl_truncation_at_every_byte_of_the_last_record_repairs_cleanly() {
             std::fs::write(&log, &original[..cut as usize]).unwrap();
             let events =
                 open_after(&config).unwrap_or_else(|e| panic!("zstd {zstd}, cut at {cut}: {e:?}"));
+            // What the open cut is kept beside the log, byte for byte.
+            let now = std::fs::read(&log).unwrap().len();
+            let kept_bytes = take_copies(&log);
+            if let Some((at, bytes)) = kept_bytes.first() {
+                assert_eq!(kept_bytes.len(), 1, "zstd {zstd}, cut at {cut}");
+                assert_eq!(
+                    bytes[..],
+                    original[*at..cut as usize],
+                    "zstd {zstd}, cut at {cut}"
+                );
+                assert!(*at <= now, "zstd {zstd}, cut at {cut}");
+            } else {
+                assert!(
+                    now as u64 >= cut,
+                    "zstd {zstd}, cut at {cut}: cut without a copy"
+                );
+            }
             // The last record survives when the cut spares all of it (a torn
             // zstd frame may still yield its whole plaintext).
             let kept = events.as_array().unwrap().len() - 2;
@@ -325,47 +342,66 @@ fn zstd_bit_flips_in_committed_frames_are_corrupt_and_left_alone() {
     }
 }
 
+/// The quarantine copies beside `log`, removed, as (offset of the cut,
+/// bytes), by offset.
+fn take_copies(log: &Path) -> Vec<(usize, Vec<u8>)> {
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+    let prefix = format!("{name}.cut-");
+    let mut copies = Vec::new();
+    for entry in std::fs::read_dir(log.parent().unwrap()).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(at) = file.strip_prefix(&prefix) {
+            let at: usize = at.split('-').next().unwrap().parse().unwrap();
+            copies.push((at, std::fs::read(&path).unwrap()));
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    copies.sort();
+    copies
+}
+
 #[test]
-fn zstd_zeros_or_damage_after_the_last_good_frame_are_a_torn_tail_cut_on_open() {
+fn zstd_zeros_after_the_last_good_frame_are_cut_and_damage_of_it_refuses() {
     let dir = temp_dir("fault-zstd-tail");
     let root = dir.join("root");
     let config = jsonl_config(&root, true);
     let log = jsonl_log(&root, true);
     let (written, ends) = write_session_marking_ends(&config, &log);
     let original = std::fs::read(&log).unwrap();
-    let check = |damaged: &[u8], what: &str, lost_last: bool| {
-        std::fs::write(&log, damaged).unwrap();
-        let events = open_after(&config).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-        let kept = events.as_array().unwrap().len() - 2;
-        assert!(
-            kept == 4 || (kept == 5 && !lost_last),
-            "{what}: {kept} kept"
-        );
-        assert_eq!(first(&events, kept), first(&written, kept), "{what}");
-        // Cut durably: the next open reads the same log, and no damaged
-        // byte is left behind the last good frame.
-        assert_eq!(open_after(&config).unwrap(), events, "{what}: not durable");
-        let now = std::fs::read(&log).unwrap();
-        let good = ends[3] as usize;
-        assert_eq!(&now[..good], &damaged[..good], "{what}");
-    };
-    // What a power cut leaves: the size grew, the data never arrived.
+    // What a power cut leaves: the size grew, the data never arrived. The
+    // zeros are cut, with a copy kept.
     for zeros in [1usize, 3, 4, 5, 64, 4096] {
         let mut damaged = original.clone();
         damaged.resize(original.len() + zeros, 0);
-        check(&damaged, &format!("{zeros} zero bytes"), false);
+        std::fs::write(&log, &damaged).unwrap();
+        let events = open_after(&config).unwrap_or_else(|e| panic!("{zeros} zeros: {e:?}"));
+        assert_eq!(first(&events, 5), first(&written, 5), "{zeros} zeros");
+        assert_eq!(take_copies(&log), vec![(original.len(), vec![0; zeros])]);
+        assert_eq!(
+            open_after(&config).unwrap(),
+            events,
+            "{zeros} zeros: not durable"
+        );
+        std::fs::write(&log, &original).unwrap();
     }
-    // Every byte of the last frame damaged in turn: the frame is cut (or,
-    // where the bit changes nothing that decodes, kept as it was).
+    // Every byte of the last frame damaged in turn: the open refuses and
+    // leaves the log as it is (or, where the bit changes nothing that
+    // decodes, opens with every event as written).
     let (start, end) = (ends[3] as usize, ends[4] as usize);
     for pos in start..end {
         let mut damaged = original.clone();
         damaged[pos] ^= 1 << (pos % 8);
-        check(&damaged, &format!("bit flipped at byte {pos}"), false);
-        // The last frame zeroed from `pos` on.
-        let mut zeroed = original.clone();
-        zeroed[pos..].fill(0);
-        check(&zeroed, &format!("zeros from byte {pos}"), true);
+        std::fs::write(&log, &damaged).unwrap();
+        match open_after(&config) {
+            Err((status, text)) => {
+                assert_eq!(status, DSH_E_CORRUPT, "byte {pos}: {text}");
+                assert_eq!(std::fs::read(&log).unwrap(), damaged, "byte {pos}: changed");
+            }
+            Ok(events) => assert_eq!(first(&events, 5), first(&written, 5), "byte {pos}"),
+        }
+        assert!(take_copies(&log).is_empty(), "byte {pos}: a cut");
+        std::fs::write(&log, &original).unwrap();
     }
 }
 

@@ -6,7 +6,7 @@ use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::faults::{self, Point};
@@ -201,10 +201,33 @@ pub fn open_append(path: &Path) -> Result<Option<File>> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
     {
-        Ok(f) => Ok(Some(f)),
+        Ok(f) => one_name(f, path).map(Some),
         Err(e) if is_absent(&e) => Ok(None),
         Err(e) => Err(io_error(Rule::IoOpen, path, &e)),
     }
+}
+
+/// A log the store writes must have one name: through a hard link a write
+/// would change the file under its other name too, which may lie outside
+/// the store (`jsonl.link`).
+fn one_name(file: File, path: &Path) -> Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let links = file
+        .metadata()
+        .map_err(|e| io_error(Rule::IoStat, path, &e))?
+        .nlink();
+    if links > 1 {
+        return Err(Error::new(
+            Status::Io,
+            Rule::JsonlLink,
+            format!(
+                "{} has {links} hard links; the store writes no file that has another name \
+                 (a write would change it there too): remove the other names, or copy the log",
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 /// Append what `write` writes to `file` durably. On failure the file is
@@ -270,6 +293,33 @@ fn cut_back(path: &Path, size: u64) -> io::Result<()> {
         })
 }
 
+/// Copy the bytes of the log at `path` from `from` to its end into a
+/// quarantine file beside it, synced, before a repair cuts them: the
+/// copy's path and length, or `None` when there is nothing after `from`.
+pub fn keep_tail(path: &Path, from: u64) -> Result<Option<(PathBuf, u64)>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| io_error(Rule::IoOpen, path, &e))?;
+    // The cut that follows refuses a log with a second name: no copy then.
+    let mut file = one_name(file, path)?;
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(from))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .map_err(|e| io_error(Rule::IoRead, path, &e))?;
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(None);
+    };
+    let name = name.to_string_lossy();
+    let copy = crate::store::quarantine::keep(dir, &name, &from.to_string(), &bytes)?;
+    Ok(Some((copy, bytes.len() as u64)))
+}
+
 /// Cut `path` to `len` bytes durably (crash repair). A file already
 /// shorter than `len` changed since it was read and refuses.
 pub fn truncate(path: &Path, len: u64) -> Result<()> {
@@ -278,6 +328,7 @@ pub fn truncate(path: &Path, len: u64) -> Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| io_error(Rule::IoOpen, path, &e))?;
+    let file = one_name(file, path)?;
     let size = file
         .metadata()
         .map_err(|e| io_error(Rule::IoStat, path, &e))?

@@ -35,7 +35,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::backend::{slice_of, Backend, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
+use super::backend::{slice_of, Backend, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
 use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -363,29 +363,7 @@ impl Backend for JsonlBackend {
     }
 
     fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
-        let segment = encode_segment(&JsString::from_str(id))?;
-        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
-            self.logs.remove(&segment);
-            return Ok(None);
-        };
-        let check = |h: &Value| self.check_identity(Some(id), h, &path);
-        let read = read::stable_read(&path, self.compression, self.reading, check)?;
-        let Some((decoded, revision)) = read else {
-            return Ok(None);
-        };
-        let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
-        self.keep_marks(&segment, decoded.marks, &revision);
-        let committed = (decoded.events.len() - recovered) as u64;
-        self.remember(&segment, path, Some(committed));
-        if let Some(state) = self.logs.get_mut(&segment) {
-            state.tail = decoded.tail.unwrap_or_default();
-        }
-        Ok(Some(Loaded {
-            header: decoded.header,
-            events: decoded.events,
-            torn: decoded.torn,
-            revision,
-        }))
+        self.load_with(id, zstd_frames::Damage::Refuse)
     }
 
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
@@ -448,22 +426,52 @@ impl Backend for JsonlBackend {
         header: &Value,
         torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()> {
+    ) -> Result<Option<Cut>> {
         let segment = encode_segment(&layout::header_js_id(header))?;
+        let mut cut = None;
         if let Some(torn) = torn {
             let state = self.state(&segment, header)?;
             state.file = None;
+            // No byte leaves the log without a durable copy beside it.
+            let copy = fsio::keep_tail(&state.path, torn.marker)?;
             fsio::truncate(&state.path, torn.marker)?;
             state.rollback = None;
             if let Some(marks) = self.marks.get_mut(&segment) {
                 marks.cut(torn.marker);
             }
             self.forget_cursor(&segment);
+            cut = copy.map(|(copy, length)| Cut {
+                at: torn.marker,
+                length,
+                why: torn.why,
+                copy,
+            });
         }
-        if events.is_empty() {
-            return Ok(());
+        if !events.is_empty() {
+            self.append_batch(&segment, header, events)?;
         }
-        self.append_batch(&segment, header, events)
+        Ok(cut)
+    }
+
+    fn load_salvaging(&mut self, id: &str) -> Result<Option<Loaded>> {
+        self.load_with(id, zstd_frames::Damage::Salvage)
+    }
+
+    fn writer_running(&mut self, _id: &str) -> Option<bool> {
+        // The writer holds the root's lock; this backend, when it is the
+        // writer, holds it too.
+        crate::store::lockinfo::writer_lock_held(&self.root)
+    }
+
+    fn quarantined(&mut self, id: &str) -> Result<Vec<PathBuf>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
+            return Ok(Vec::new());
+        };
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(Vec::new());
+        };
+        crate::store::quarantine::list(dir, &name.to_string_lossy())
     }
 
     fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {
@@ -547,5 +555,34 @@ impl RangeReads for JsonlBackend {
         }
         // No resync point known: read the whole log (which records them).
         Ok(slice_of(self.load(id)?, from, to))
+    }
+}
+
+impl JsonlBackend {
+    /// [`Backend::load`], treating damage of a zstd log as `damage` says.
+    fn load_with(&mut self, id: &str, damage: zstd_frames::Damage) -> Result<Option<Loaded>> {
+        let segment = encode_segment(&JsString::from_str(id))?;
+        let Some(path) = layout::find_log(&self.root, &segment, self.compression)? else {
+            self.logs.remove(&segment);
+            return Ok(None);
+        };
+        let check = |h: &Value| self.check_identity(Some(id), h, &path);
+        let read = read::stable_read_with(&path, self.compression, self.reading, damage, check)?;
+        let Some((decoded, revision)) = read else {
+            return Ok(None);
+        };
+        let recovered = decoded.torn.as_ref().map_or(0, |t: &Torn| t.recovered);
+        self.keep_marks(&segment, decoded.marks, &revision);
+        let committed = (decoded.events.len() - recovered) as u64;
+        self.remember(&segment, path, Some(committed));
+        if let Some(state) = self.logs.get_mut(&segment) {
+            state.tail = decoded.tail.unwrap_or_default();
+        }
+        Ok(Some(Loaded {
+            header: decoded.header,
+            events: decoded.events,
+            torn: decoded.torn,
+            revision,
+        }))
     }
 }

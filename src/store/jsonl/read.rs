@@ -12,12 +12,14 @@ use super::layout::{self, fill_from, io_error, is_absent, revision_of, READ_BLOC
 use super::pipeline::scan_frames_in_order;
 use super::range::Marks;
 use super::scan::{memchr, Scanner};
-use super::zstd_frames::{decode_frame, decode_torn, refuse_if_not_last, scan_frames, scan_stream};
+use super::zstd_frames::{
+    decode_frame, decode_torn, scan_frames, scan_stream_with, zeroed_end, Damage,
+};
 use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
 use crate::rule::Rule;
-use crate::store::backend::Torn;
+use crate::store::backend::{Torn, TornKind};
 
 /// How often a read retries while the file keeps changing under it.
 pub(super) const STABLE_TRIES: usize = 100;
@@ -104,15 +106,17 @@ fn stable<T>(
 
 /// The log at `path` read under the stable-stat rule ([`stable`], as
 /// `reading` says) and decoded without holding the file: a plain log is
-/// scanned a block at a time as it is read (it is as long as its text); a
-/// zstd log is scanned for its frame structure a block at a time (refusing
-/// as [`scan_frames`] does, before anything is decoded), then each frame
-/// is read again by offset and decoded. `check` runs on the header before
-/// any event is scanned (the identity check).
-pub fn stable_read(
+/// scanned a block at a time as it is read; a zstd log is scanned for its
+/// frame structure a block at a time (refusing damage before anything is
+/// decoded), then each frame is read again by offset and decoded. `check`
+/// runs on the header before any event is scanned (the identity check).
+/// Damage of a zstd log refuses, or under a salvage ([`Damage::Salvage`])
+/// ends the frames read, the rest a torn tail ([`TornKind::Salvaged`]).
+pub fn stable_read_with(
     path: &Path,
     compression: Compression,
     reading: Reading,
+    damage: Damage,
     mut check: impl FnMut(&Value) -> Result<()>,
 ) -> Result<Option<(Decoded, String)>> {
     stable(path, reading, |file, limit| {
@@ -120,7 +124,7 @@ pub fn stable_read(
         let mut bytes = file.take(limit);
         match compression {
             Compression::None => read_plain(&mut bytes, path, &mut check),
-            Compression::Zstd => read_zstd(file, &mut bytes, path, &mut check),
+            Compression::Zstd => read_zstd(file, &mut bytes, path, damage, &mut check),
         }
     })
 }
@@ -170,6 +174,8 @@ fn read_plain(
     let torn = (committed < total).then_some(Torn {
         marker: committed as u64,
         recovered: 0,
+        why: TornKind::PartialLine,
+        length: (total - committed) as u64,
     });
     let tail = None;
     Ok(Decoded {
@@ -210,16 +216,22 @@ fn read_zstd(
     file: &File,
     reader: &mut impl std::io::Read,
     path: &Path,
+    damage: Damage,
     check: &mut impl FnMut(&Value) -> Result<()>,
 ) -> Result<Decoded> {
     use std::os::unix::fs::FileExt;
-    let (frames, tail) = scan_stream(|buf| {
-        let len = buf.len();
-        buf.resize(len + READ_BLOCK, 0);
-        let n = fill_from(reader, &mut buf[len..], path)?;
-        buf.truncate(len + n);
-        Ok(n == 0)
-    })?;
+    let mut size = 0u64;
+    let (mut frames, tail) = scan_stream_with(
+        |buf| {
+            let len = buf.len();
+            buf.resize(len + READ_BLOCK, 0);
+            let n = fill_from(reader, &mut buf[len..], path)?;
+            buf.truncate(len + n);
+            size += n as u64;
+            Ok(n == 0)
+        },
+        damage,
+    )?;
     let read_at = |range: &Range<usize>, buf: &mut Vec<u8>| {
         buf.clear();
         buf.resize(range.len(), 0);
@@ -237,35 +249,74 @@ fn read_zstd(
     }
     let header = read_header(&plain, path, Mode::Load)?.expect("load mode");
     check(&header)?;
-    let body = &frames.complete[1..];
     let (mut scanner, mut marks) = (Scanner::new(), Marks::default());
-    let mut damaged_last = None;
-    if let Err(e) = scan_body(&read_at, body, &mut scanner, &mut marks) {
-        // A last frame whose data or checksum does not decode is the tail a
-        // crash damaged, when every frame before it decodes: read again with
-        // the last frame apart, to tell.
-        let (last, before) = match body.split_last() {
-            Some(split) if e.rule == Rule::ZstdFrameDecode => split,
-            _ => return Err(e),
-        };
-        (scanner, marks) = (Scanner::new(), Marks::default());
-        scan_body(&read_at, before, &mut scanner, &mut marks)?;
-        let mut raw = Vec::new();
-        read_at(last, &mut raw)?;
-        match decode_frame(&raw, Rule::ZstdFrameDecode, last.start) {
-            Ok(plain) => {
-                marks.add_at_line_start(&scanner, last.start as u64);
-                scanner.feed(&plain)?;
-            }
-            Err(_) => {
-                // A complete frame inside or after its span: the frame's
-                // sizes are damaged and it swallowed committed frames.
-                raw.extend_from_slice(&tail);
-                refuse_if_not_last(&raw, 0, last.start)?;
-                damaged_last = Some(last.start);
-            }
+    let mut salvaged = false;
+    if let Err(e) = scan_body(&read_at, &frames.complete[1..], &mut scanner, &mut marks) {
+        // A complete frame that does not decode is damage, never a torn
+        // tail (it refuses, unless a salvage asked to keep the frames
+        // before it), but for a last frame whose end never arrived: zeros
+        // from a sector boundary on.
+        if e.rule != Rule::ZstdFrameDecode {
+            return Err(e);
         }
+        let zeroed = match (frames.torn_start, frames.complete.last()) {
+            (None, Some(last)) if frames.complete.len() > 1 => {
+                let mut raw = Vec::new();
+                read_at(last, &mut raw)?;
+                zeroed_end(&raw, last.start).map(|z| (last.clone(), raw[..z].to_vec()))
+            }
+            _ => None,
+        };
+        if let Some((last, sent)) = zeroed {
+            frames.complete.pop();
+            (scanner, marks) = (Scanner::new(), Marks::default());
+            scan_body(&read_at, &frames.complete[1..], &mut scanner, &mut marks)?;
+            let committed = scanner.events.len();
+            scanner.feed(&decode_torn(&sent))?;
+            let torn = Torn {
+                marker: last.start as u64,
+                recovered: scanner.events.len() - committed,
+                why: TornKind::ZeroFilled,
+                length: size - last.start as u64,
+            };
+            return finish(header, scanner, marks, Some(torn), &frames.complete[1..]);
+        }
+        if damage == Damage::Refuse {
+            return Err(e);
+        }
+        let good = first_undecodable(&read_at, &frames.complete[1..])?;
+        let cut = frames.complete[1 + good].start;
+        frames.complete.truncate(1 + good);
+        (scanner, marks) = (Scanner::new(), Marks::default());
+        scan_body(&read_at, &frames.complete[1..], &mut scanner, &mut marks)?;
+        frames.torn_start = Some(cut);
+        frames.torn_kind = Some(TornKind::Salvaged);
+        salvaged = true;
     }
+    check_whole_records(&scanner, path)?;
+    let torn = match (frames.torn_start, frames.torn_kind) {
+        (Some(start), Some(why)) => {
+            let committed = scanner.events.len();
+            // The readable prefix of a frame being written is written again
+            // after the cut; nothing of damage a salvage cuts is trusted.
+            if why == TornKind::IncompleteFrame && !salvaged {
+                scanner.feed(&decode_torn(&tail))?;
+            }
+            Some(Torn {
+                marker: start as u64,
+                recovered: scanner.events.len() - committed,
+                why,
+                length: size - start as u64,
+            })
+        }
+        _ => None,
+    };
+    finish(header, scanner, marks, torn, &frames.complete[1..])
+}
+
+/// The complete frames of a log hold whole records only
+/// (`zstd.torn-record-in-frame`).
+fn check_whole_records(scanner: &Scanner, path: &Path) -> Result<()> {
     if !scanner.at_line_start() || scanner.committed < scanner.consumed || scanner.issue.is_some() {
         return Err(Error::new(
             Status::Corrupt,
@@ -276,23 +327,18 @@ fn read_zstd(
             ),
         ));
     }
-    let torn = match (damaged_last, frames.torn_start) {
-        // Nothing of a frame that fails its checksum can be trusted: the
-        // whole frame and what follows it are cut, no event recovered.
-        (Some(start), _) => Some(Torn {
-            marker: start as u64,
-            recovered: 0,
-        }),
-        (None, None) => None,
-        (None, Some(start)) => {
-            let committed = scanner.events.len();
-            scanner.feed(&decode_torn(&tail))?;
-            Some(Torn {
-                marker: start as u64,
-                recovered: scanner.events.len() - committed,
-            })
-        }
-    };
+    Ok(())
+}
+
+/// The decoded zstd log: its events, and what a merge may take of the
+/// complete frames `body` after the header frame when nothing is torn.
+fn finish(
+    header: Value,
+    scanner: Scanner,
+    marks: Marks,
+    torn: Option<Torn>,
+    body: &[Range<usize>],
+) -> Result<Decoded> {
     let tail = match (&torn, body.last()) {
         (None, Some(last)) => Some(Tail::read(trailing_run(body), last.end as u64)),
         _ => None,
@@ -304,6 +350,22 @@ fn read_zstd(
         marks,
         tail,
     })
+}
+
+/// How many of the complete frames `body` decode, in order, before the
+/// first that does not.
+fn first_undecodable(
+    read_at: &impl Fn(&Range<usize>, &mut Vec<u8>) -> Result<()>,
+    body: &[Range<usize>],
+) -> Result<usize> {
+    let mut raw = Vec::new();
+    for (i, range) in body.iter().enumerate() {
+        read_at(range, &mut raw)?;
+        if decode_frame(&raw, Rule::ZstdFrameDecode, range.start).is_err() {
+            return Ok(i);
+        }
+    }
+    Ok(body.len())
 }
 
 /// Decode and scan the complete frames `body` in order (see

@@ -1,6 +1,7 @@
 //! Crash, corruption and failure tests of the JSONL backend, plus a timing.
 
 use crate::rule::Rule;
+use crate::store::backend::TornKind;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,12 +65,27 @@ fn truncation_at_every_offset_of_the_last_batch_repairs_cleanly() {
                 }
             }
             let recovered = torn.as_ref().map_or(0, |t| t.recovered);
-            b.commit_repair(
-                &h,
-                torn.as_ref(),
-                &as_events(&loaded.values()[n - recovered..]),
-            )
-            .unwrap();
+            let cut_made = b
+                .commit_repair(
+                    &h,
+                    torn.as_ref(),
+                    &as_events(&loaded.values()[n - recovered..]),
+                )
+                .unwrap();
+            // What was cut is kept, byte for byte, beside the log.
+            match (&torn, cut_made) {
+                (Some(t), Some(c)) => {
+                    let at = t.marker as usize;
+                    assert_eq!(
+                        (c.at, c.length, c.why),
+                        (t.marker, (cut - at) as u64, t.why)
+                    );
+                    assert_eq!(fs::read(&c.copy).unwrap(), &full[at..cut], "cut {cut}");
+                    fs::remove_file(&c.copy).unwrap();
+                }
+                (None, None) => {}
+                (t, c) => panic!("cut {cut}: torn {t:?}, cut {c:?}"),
+            }
             let again = b.load("t").unwrap().unwrap();
             assert!(again.torn.is_none(), "cut {cut}: repair left a torn tail");
             assert_same(&again.values(), &events[..n]);
@@ -172,7 +188,9 @@ fn damage_before_a_later_turn_end_is_corruption() {
         loaded.torn,
         Some(Torn {
             marker: clean.len() as u64,
-            recovered: 0
+            recovered: 0,
+            why: TornKind::PartialLine,
+            length: (fs::metadata(&path).unwrap().len() - clean.len() as u64),
         })
     );
     b.commit_repair(&h, loaded.torn.as_ref(), &[]).unwrap();
@@ -284,21 +302,34 @@ fn a_frame_that_swallows_later_frames_is_corruption() {
         resize_frame(&mut bytes, &frames[1], end);
         fs::write(&path, &bytes).unwrap();
         let e = b.load("w").unwrap_err();
-        assert_eq!(
-            (e.rule, e.status),
-            (Rule::ZstdDamagedFrame, Status::Corrupt),
+        // Ending at the end of the file it is a complete frame that fails
+        // to decode; ending inside a later frame, the bytes after it are
+        // damage (that no crash leaves).
+        assert!(
+            matches!(
+                e.rule,
+                Rule::ZstdDamagedFrame | Rule::ZstdFrameDecode | Rule::ZstdBadMagic
+            ) && e.status == Status::Corrupt,
             "frame ending at {end}: {}",
             e.message
         );
         assert_eq!(fs::read(&path).unwrap(), bytes, "the log was changed");
     }
-    // The last frame swallowing nothing but garbage is still a torn tail.
+    // The last frame swallowing nothing but garbage fails its checksum:
+    // damage too, never a torn tail. A salvage keeps the frames before it.
     let mut bytes = clean.clone();
     bytes.extend_from_slice(&[7; 40]);
     resize_frame(&mut bytes, last, clean.len() + 40);
     fs::write(&path, &bytes).unwrap();
-    let loaded = b.load("w").unwrap().unwrap();
-    assert_eq!(loaded.torn.as_ref().unwrap().marker as usize, last.start);
+    let e = b.load("w").unwrap_err();
+    assert_eq!((e.rule, e.status), (Rule::ZstdFrameDecode, Status::Corrupt));
+    assert_eq!(fs::read(&path).unwrap(), bytes, "the log was changed");
+    let loaded = b.load_salvaging("w").unwrap().unwrap();
+    let torn = loaded.torn.as_ref().unwrap();
+    assert_eq!(
+        (torn.marker as usize, torn.why),
+        (last.start, TornKind::Salvaged)
+    );
     assert_same(&loaded.values(), &events[..16]);
 }
 

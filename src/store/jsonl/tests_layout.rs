@@ -152,14 +152,22 @@ fn zstd_listing_reads_only_the_header_frame() {
         1,
         "a corrupt event frame does not affect listing"
     );
-    // The damaged frame is the last: a torn tail, cut whole (nothing of a
-    // frame that fails its checksum is trusted).
+    // The damaged frame is the last: damage all the same, the log
+    // untouched; only a salvage cuts it (whole: nothing of a frame that
+    // fails its checksum is trusted).
     assert_eq!(frames.complete.len(), 2);
-    let loaded = b.load("z").unwrap().unwrap();
+    let e = b.load("z").unwrap_err();
+    assert_eq!((e.rule, e.status), (Rule::ZstdFrameDecode, Status::Corrupt));
+    assert_eq!(fs::read(&path).unwrap(), bytes);
+    let loaded = b.load_salvaging("z").unwrap().unwrap();
     assert!(loaded.events.is_empty());
     assert_eq!(
-        loaded.torn.map(|t| (t.marker, t.recovered)),
-        Some((frames.complete[1].start as u64, 0))
+        loaded.torn.map(|t| (t.marker, t.recovered, t.why)),
+        Some((
+            frames.complete[1].start as u64,
+            0,
+            crate::store::backend::TornKind::Salvaged
+        ))
     );
     // Empty and torn header frames are skipped; a multi-line one refuses.
     fs::write(&path, b"").unwrap();
@@ -224,5 +232,48 @@ fn headers_longer_than_a_read_chunk_list_and_load() {
             Some(cwd.as_str())
         );
         assert_same(&b.load("long").unwrap().unwrap().values(), &sample_events());
+    }
+}
+
+/// A log with a second name (a hard link, maybe outside the store) is
+/// never written: an append or a repair's cut would change the file under
+/// its other name too.
+#[test]
+fn a_log_with_a_second_name_is_not_written() {
+    for compression in BOTH {
+        let root = TempRoot::new("hardlink");
+        let outside = TempRoot::new("hardlink-outside");
+        let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+        let h = header("a", None);
+        let events = sample_events();
+        b.append(&h, &events[..4], true).unwrap();
+        let log = root.0.join("_no-cwd/a").join(layout::log_name(compression));
+        fs::create_dir_all(&outside.0).unwrap();
+        let other = outside.0.join("foreign");
+        fs::hard_link(&log, &other).unwrap();
+        let before = fs::read(&other).unwrap();
+        // A fresh backend, as after a restart: it opens the log anew.
+        drop(b);
+        let mut b = JsonlBackend::open(&root.0, compression).unwrap();
+        let e = b.append(&h, &events[4..], false).unwrap_err();
+        assert_eq!(
+            (e.rule, e.status),
+            (Rule::JsonlLink, Status::Io),
+            "{}",
+            e.message
+        );
+        let torn = Torn {
+            marker: 1,
+            recovered: 0,
+            why: crate::store::backend::TornKind::PartialLine,
+            length: 1,
+        };
+        assert_eq!(
+            b.commit_repair(&h, Some(&torn), &[]).unwrap_err().rule,
+            Rule::JsonlLink
+        );
+        assert_eq!(fs::read(&other).unwrap(), before, "the other name changed");
+        fs::remove_file(&other).unwrap();
+        b.append(&h, &events[4..], false).unwrap();
     }
 }

@@ -4,6 +4,7 @@
 //! must surface instead of reading as absence.
 
 use crate::rule::Rule;
+use crate::store::backend::TornKind;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -139,7 +140,9 @@ fn a_packed_tail_row_off_the_seqs_is_dropped_whole() {
             torn,
             Torn {
                 marker: row_at as u64,
-                recovered: 0
+                recovered: 0,
+                why: TornKind::PartialLine,
+                length: (before.len() - row_at) as u64,
             },
             "seq0 {seq0}"
         );

@@ -8,6 +8,11 @@ use std::ops::Range;
 
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
+use crate::store::backend::TornKind;
+
+mod tail;
+
+pub use tail::zeroed_end;
 
 /// The compression level of written frames. The JSONL format fixes no
 /// level (readers accept any valid frame); level 1 compresses session text
@@ -38,8 +43,22 @@ pub fn compress_frame_at(plain: &[u8], level: i32, out: &mut Vec<u8>) -> io::Res
 pub struct Frames {
     /// Byte ranges of the complete frames, in order.
     pub complete: Vec<Range<usize>>,
-    /// Where an incomplete final frame starts, if there is one.
+    /// Where a torn tail starts (after the last complete frame), if there
+    /// is one.
     pub torn_start: Option<usize>,
+    /// What the torn tail is (with [`Frames::torn_start`]).
+    pub torn_kind: Option<TornKind>,
+}
+
+/// How a scan treats damage after the complete frames it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// Damage refuses the scan (`DSH_E_CORRUPT`); only what a crash leaves
+    /// is a torn tail.
+    Refuse,
+    /// The first damage found starts a torn tail
+    /// ([`TornKind::Salvaged`]): the frames before it are kept.
+    Salvage,
 }
 
 fn corrupt(rule: Rule, what: &str, at: usize) -> Error {
@@ -51,7 +70,8 @@ fn corrupt(rule: Rule, what: &str, at: usize) -> Error {
 }
 
 /// Scan frame boundaries without decompressing, stopping after `limit`
-/// complete frames when given.
+/// complete frames when given. What follows the last complete frame is a
+/// torn tail when a crash can leave it ([`tail::classify`]), else damage.
 pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
     let mut complete = Vec::new();
     let mut pos = 0;
@@ -59,16 +79,17 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
         if limit.is_some_and(|l| complete.len() >= l) {
             break;
         }
-        match frame_end(bytes, pos, 0).or_else(|e| damaged_tail(bytes, pos, e))? {
-            Some(end) => {
+        match frame_end(bytes, pos, 0) {
+            Ok(Some(end)) => {
                 complete.push(pos..end);
                 pos = end;
             }
-            None => {
-                refuse_if_not_last(bytes, pos, 0)?;
+            other => {
+                let kind = tail_at(bytes, pos, 0, other.err(), Damage::Refuse)?;
                 return Ok(Frames {
                     complete,
                     torn_start: Some(pos),
+                    torn_kind: Some(kind),
                 });
             }
         }
@@ -76,6 +97,7 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
     Ok(Frames {
         complete,
         torn_start: None,
+        torn_kind: None,
     })
 }
 
@@ -84,8 +106,14 @@ pub fn scan_frames(bytes: &[u8], limit: Option<usize>) -> Result<Frames> {
 /// same frames (as file offsets), torn start and refusals, holding only
 /// the frame being scanned. Also returns the bytes from the torn start (or
 /// the end) to the end of the file.
-pub fn scan_stream(
+pub fn scan_stream(read: impl FnMut(&mut Vec<u8>) -> Result<bool>) -> Result<(Frames, Vec<u8>)> {
+    scan_stream_with(read, Damage::Refuse)
+}
+
+/// [`scan_stream`] that treats damage as `damage` says.
+pub fn scan_stream_with(
     mut read: impl FnMut(&mut Vec<u8>) -> Result<bool>,
+    damage: Damage,
 ) -> Result<(Frames, Vec<u8>)> {
     let mut buf = Vec::new();
     // The file offset of `buf[0]`, and the start of the frame being scanned.
@@ -94,38 +122,38 @@ pub fn scan_stream(
     let mut complete = Vec::new();
     let mut eof = false;
     loop {
-        let end = match frame_end(&buf, pos, base) {
-            Ok(end) => end,
-            Err(e) => {
-                // Damage: a torn tail only when no complete frame follows,
-                // so the rest of the file is read to tell.
-                while !eof {
-                    eof = read(&mut buf)?;
-                }
-                damaged_tail(&buf, pos, e)?
-            }
+        let (end, error) = match frame_end(&buf, pos, base) {
+            Ok(end) => (end, None),
+            Err(e) => (None, Some(e)),
         };
         match end {
             Some(end) => {
                 complete.push(base + pos..base + end);
                 pos = end;
             }
-            None if !eof => {
+            None if !eof && error.is_none() => {
                 buf.drain(..pos);
                 base += pos;
                 pos = 0;
                 eof = read(&mut buf)?;
             }
             None => {
-                let torn_start = (pos < buf.len()).then_some(base + pos);
-                if torn_start.is_some() {
-                    refuse_if_not_last(&buf, pos, base)?;
+                // The tail is told from damage by all of it: the rest of
+                // the file is read.
+                while !eof {
+                    eof = read(&mut buf)?;
                 }
+                let torn_start = (pos < buf.len()).then_some(base + pos);
+                let torn_kind = match torn_start {
+                    Some(_) => Some(tail_at(&buf, pos, base, error, damage)?),
+                    None => None,
+                };
                 let rest = buf.split_off(pos);
                 return Ok((
                     Frames {
                         complete,
                         torn_start,
+                        torn_kind,
                     },
                     rest,
                 ));
@@ -134,41 +162,37 @@ pub fn scan_stream(
     }
 }
 
-/// Structural damage `e` at `pos` (a bad magic number, a reserved bit or
-/// block type) where no complete frame follows is what a crash leaves
-/// after the last frame it wrote (zeros where the size grew but the data
-/// never arrived, or a partly written frame): a torn tail, `Ok(None)`.
-/// Followed by a complete frame it is damage inside the log: `e`.
-fn damaged_tail(bytes: &[u8], pos: usize, e: Error) -> Result<Option<usize>> {
-    let structural = [
-        Rule::ZstdBadMagic,
-        Rule::ZstdReservedBit,
-        Rule::ZstdReservedBlock,
-    ];
-    if !structural.contains(&e.rule) || later_complete_frame(bytes, pos + 1).is_some() {
-        return Err(e);
-    }
-    Ok(None)
-}
-
-/// A torn frame at `pos` must be the last thing in `bytes`: a torn write
-/// is always the last one, so a complete frame after it means the "torn"
-/// frame is damaged committed data (e.g. a flipped bit in a block size),
-/// which must not be cut away (`zstd.damaged-frame`). The same holds for a
-/// last frame that fails to decode: a flipped block size can make it
-/// swallow the frames after it, which then start inside its span. `base`
-/// is the file offset of `bytes[0]`.
-pub fn refuse_if_not_last(bytes: &[u8], pos: usize, base: usize) -> Result<()> {
-    match later_complete_frame(bytes, pos + 4) {
-        Some(next) => Err(corrupt(
-            Rule::ZstdDamagedFrame,
-            &format!(
-                "a damaged frame is followed by a complete frame at byte {}",
-                base + next
-            ),
-            base + pos,
-        )),
-        None => Ok(()),
+/// What the bytes from `pos` to the end of `bytes` are, after the last
+/// complete frame (`structural`: the structural error found at `pos`, if
+/// any; `base`: the file offset of `bytes[0]`). A complete frame starting
+/// after `pos` means what lies at `pos` is damaged committed data (a
+/// flipped bit in a block size makes a frame swallow the ones after it):
+/// `zstd.damaged-frame`, or the structural error. Alone at the end, the
+/// tail a crash leaves is a torn tail of its kind; anything else is damage
+/// too. Under [`Damage::Salvage`] damage is a torn tail as well.
+fn tail_at(
+    bytes: &[u8],
+    pos: usize,
+    base: usize,
+    structural: Option<Error>,
+    damage: Damage,
+) -> Result<TornKind> {
+    let found = match later_complete_frame(bytes, pos + 1) {
+        Some(next) => Err(structural.unwrap_or_else(|| {
+            corrupt(
+                Rule::ZstdDamagedFrame,
+                &format!(
+                    "a damaged frame is followed by a complete frame at byte {}",
+                    base + next
+                ),
+                base + pos,
+            )
+        })),
+        None => tail::classify(&bytes[pos..], base + pos).map_err(|e| structural.unwrap_or(e)),
+    };
+    match (found, damage) {
+        (Err(_), Damage::Salvage) => Ok(TornKind::Salvaged),
+        (found, _) => found,
     }
 }
 

@@ -44,7 +44,7 @@ use std::time::Duration;
 use self::client::{Db, Tx};
 use self::conn::{pg_err, Sql, CONNECT_TIMEOUT};
 use self::rows::Prepared;
-use super::backend::{header_id, Backend, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
+use super::backend::{header_id, Backend, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -459,7 +459,7 @@ impl Backend for PostgresBackend {
         header: &Value,
         torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()> {
+    ) -> Result<Option<Cut>> {
         if let Some(t) = torn {
             // This backend never reports a torn tail: every batch is one
             // statement, so nothing half-written can be stored.
@@ -472,7 +472,23 @@ impl Backend for PostgresBackend {
                 ),
             ));
         }
-        self.write(header, events, false, None)
+        self.write(header, events, false, None)?;
+        Ok(None)
+    }
+
+    fn writer_running(&mut self, id: &str) -> Option<bool> {
+        // A writer holds the session's advisory lock while it writes it.
+        let key = self.sql.lock_key(id);
+        let (c, _) = self.client().ok()?;
+        let row = c
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+                 AND granted AND objsubid = 1 \
+                 AND ((classid::int8 << 32) | objid::int8) = hashtextextended($1, 0))",
+                &[&key],
+            )
+            .ok()?;
+        row.try_get::<_, bool>(0).ok()
     }
 
     fn release(&mut self, id: &str) {

@@ -15,6 +15,7 @@
 
 mod ahead;
 pub mod codec;
+mod cut;
 mod faults;
 mod file;
 mod load;
@@ -56,7 +57,7 @@ use self::row_buf::RowBuf;
 use self::rows::{RawRow, Wtf8};
 use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
-use super::backend::{Backend, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
+use super::backend::{Backend, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn, TornKind};
 use super::chunk_rows::{self, Record, SQLITE_BOUNDS};
 use super::writer::Hurry;
 use crate::engine::Event;
@@ -461,6 +462,10 @@ impl Backend for SqliteBackend {
             return Ok(None);
         };
         let scan = load::scan_session(&tx, id.as_bytes())?;
+        let torn_rows = match scan.torn_from {
+            Some(from) => cut::count_from(&tx, id.as_bytes(), from)?,
+            None => 0,
+        };
         let data_version = load::commit_read(tx)?;
         self.read_done(LastScan {
             id: id.as_bytes().to_vec(),
@@ -475,6 +480,8 @@ impl Backend for SqliteBackend {
             torn: scan.torn_from.map(|marker| Torn {
                 marker,
                 recovered: 0,
+                why: TornKind::UndecodableRows,
+                length: torn_rows,
             }),
         }))
     }
@@ -555,11 +562,13 @@ impl Backend for SqliteBackend {
         header: &Value,
         torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()> {
+    ) -> Result<Option<Cut>> {
         if torn.is_none() && events.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let id = header_id_bytes(header);
+        let mut cut = None;
+        let db = self.conn.path().map(std::path::PathBuf::from);
         let last = self.last_scan.take();
         let tx = write_tx(&mut self.conn)?;
         if !sessions::exists(&tx, id)? {
@@ -577,6 +586,14 @@ impl Backend for SqliteBackend {
         };
         match (torn, torn_from) {
             (Some(t), Some(from)) if t.marker == from => {
+                // No row leaves the database without a copy beside it.
+                let (copy, rows) = cut::keep_rows(&tx, db.as_deref(), id, from)?;
+                cut = copy.map(|copy| Cut {
+                    at: from,
+                    length: rows,
+                    why: t.why,
+                    copy,
+                });
                 tx.prepare_cached("DELETE FROM events WHERE session_id = ?1 AND seq >= ?2")
                     .and_then(|mut s| s.execute((Wtf8(id), from as i64)))
                     .map_err(sql_err)?;
@@ -612,7 +629,14 @@ impl Backend for SqliteBackend {
         tx.commit().map_err(sql_err)?;
         // A repair follows a load and reads the tail again.
         self.release_cache();
-        Ok(())
+        Ok(cut)
+    }
+
+    fn writer_running(&mut self, _id: &str) -> Option<bool> {
+        // A writer holds its `flock` on the database file (an in-memory
+        // database has no other writer).
+        let path = self.conn.path().filter(|p| !p.is_empty())?;
+        crate::store::lockinfo::writer_lock_held(Path::new(path))
     }
 
     fn range_reads(&mut self) -> Option<&mut dyn RangeReads> {

@@ -101,12 +101,10 @@ fn damage_in_a_long_open_turn_is_a_torn_tail() {
     let loaded = open(&dir.db()).load("s").unwrap().unwrap();
     assert_eq!(loaded.events.len() as u64, torn_at);
     assert_eq!(loaded.events, values(&events[..torn_at as usize]));
+    let torn = loaded.torn.unwrap();
     assert_eq!(
-        loaded.torn,
-        Some(Torn {
-            marker: torn_at,
-            recovered: 0
-        })
+        (torn.marker, torn.recovered, torn.why),
+        (torn_at, 0, TornKind::UndecodableRows)
     );
 }
 

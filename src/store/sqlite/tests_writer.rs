@@ -102,7 +102,7 @@ impl Backend for Gated {
         header: &Value,
         torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()> {
+    ) -> Result<Option<crate::store::Cut>> {
         self.inner.commit_repair(header, torn, events)
     }
 }

@@ -49,7 +49,11 @@ fn fill(store: &Arc<Store>) {
 /// Open `w` by streaming with a window of 100 events: every event is
 /// there (plus the end-seed marker) and only the tail is resident.
 fn streamed(store: &Arc<Store>) -> Arc<LiveSession> {
-    let (live, closers) = store
+    let crate::store::Opened {
+        session: live,
+        repaired: closers,
+        ..
+    } = store
         .open_streaming(
             store.reserve("w", Rule::LoadLivePrepare, "open").unwrap(),
             100,
@@ -84,7 +88,7 @@ fn a_clean_jsonl_log_streams_and_a_torn_one_does_not() {
         assert!(store.open_streaming(reserved, 100).unwrap().is_err());
         // (the cut hit the end-seed marker of the first open, which the
         // second open writes anew)
-        let (live, _) = store.open_session_windowed("w", 100).unwrap();
+        let live = store.open_session_windowed("w", 100).unwrap().session;
         let (len, windowed) = live
             .with(|s| Ok((s.events().len(), s.is_windowed())))
             .unwrap();

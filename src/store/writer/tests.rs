@@ -74,7 +74,7 @@ impl Backend for Flaky {
         header: &Value,
         torn: Option<&Torn>,
         events: &[Arc<Event>],
-    ) -> Result<()> {
+    ) -> Result<Option<crate::store::Cut>> {
         self.inner.commit_repair(header, torn, events)
     }
 }

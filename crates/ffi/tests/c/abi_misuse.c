@@ -220,6 +220,12 @@ static NOINLINE void test_null_store(void) {
   check(st != NULL, "store_open(out=NULL) gives a handle", "");
   EXPECT2("store_list(store=NULL)", IA, "arg.", dsh_store_list(NULL, OUT));
   EXPECT2("store_list", DSH_OK, NULL, dsh_store_list(st, OUT));
+  EXPECT2("store_repair(store=NULL)", IA, "arg.", dsh_store_repair(NULL, "x", NULL, OUT));
+  EXPECT2("store_repair(id=NULL)", IA, "arg.", dsh_store_repair(st, NULL, NULL, OUT));
+  EXPECT2("store_repair(options=\"{\")", DSH_E_INVALID_JSON, "json.parse", dsh_store_repair(st, "x", "{", OUT));
+  EXPECT2("store_repair(salvage=1)", IA, "arg.repair-option", dsh_store_repair(st, "x", "{\"salvage\":1}", OUT));
+  EXPECT2("store_repair(unknown key)", IA, "arg.option-unknown", dsh_store_repair(st, "x", "{\"fix\":true}", OUT));
+  EXPECT2("store_repair(no session)", DSH_E_NOT_FOUND, "load.not-found", dsh_store_repair(st, "x", NULL, OUT));
   EXPECT2("store_close(store=NULL)", IA, "arg.", dsh_store_close(NULL, OUT));
   EXPECT2("set_observer(store=NULL)", IA, "arg.", dsh_store_set_observer(NULL, observer, NULL, OUT));
   EXPECT2("set_observer(callback=NULL)", DSH_OK, NULL, dsh_store_set_observer(st, NULL, NULL, OUT));
@@ -382,6 +388,7 @@ static NOINLINE void test_closed(void) {
   close_store("store_close", st, DSH_OK);
   close_store("store_close twice", st, C);
   EXPECT2("store_list(closed)", C, r, dsh_store_list(st, OUT));
+  EXPECT2("store_repair(closed)", C, r, dsh_store_repair(st, "x", NULL, OUT));
   EXPECT2("set_observer(closed)", C, r, dsh_store_set_observer(st, NULL, NULL, OUT));
   EXPECT2("session_create(closed store)", C, r, dsh_session_create(st, NULL, &o, OUT));
   EXPECT2("session_open(closed store)", C, r, dsh_session_open(st, "x", &o, OUT));

@@ -145,24 +145,39 @@ fn frame_decoder_matches_decode_frame() {
 
 #[test]
 fn structural_refusals() {
-    // Damage followed by a complete frame refuses; alone at the end it is
-    // the torn tail a crash leaves.
+    // Damage refuses, followed by a complete frame or alone at the end;
+    // only what a crash leaves (zeros, a frame's prefix) is a torn tail.
     let good = frame(b"after\n");
     let then_good = |bad: &[u8]| [bad, &good[..]].concat();
     assert_eq!(
         scan_frames(&then_good(b"abcd"), None).unwrap_err().rule,
         Rule::ZstdBadMagic
     );
-    assert_eq!(scan_frames(b"abcd", None).unwrap().torn_start, Some(0));
-    assert_eq!(scan_frames(&[0; 9], None).unwrap().torn_start, Some(0));
-    assert_eq!(scan_frames(b"abc", None).unwrap().torn_start, Some(0));
+    assert_eq!(
+        scan_frames(b"abcd", None).unwrap_err().rule,
+        Rule::ZstdBadMagic
+    );
+    let zeros = scan_frames(&[0; 9], None).unwrap();
+    assert_eq!(
+        (zeros.torn_start, zeros.torn_kind),
+        (Some(0), Some(TornKind::ZeroFilled))
+    );
+    assert_eq!(
+        scan_frames(b"abc", None).unwrap_err().rule,
+        Rule::ZstdBadMagic
+    );
+    let prefix = scan_frames(&good[..3], None).unwrap();
+    assert_eq!(prefix.torn_kind, Some(TornKind::IncompleteFrame));
     let mut f = frame(b"hello\n");
     f[4] |= 0x08;
     assert_eq!(
         scan_frames(&then_good(&f), None).unwrap_err().rule,
         Rule::ZstdReservedBit
     );
-    assert_eq!(scan_frames(&f, None).unwrap().torn_start, Some(0));
+    assert_eq!(
+        scan_frames(&f, None).unwrap_err().rule,
+        Rule::ZstdReservedBit
+    );
     // A raw block header with type 3.
     let bad = [0x28, 0xB5, 0x2F, 0xFD, 0x20, 0x00, 0x07, 0x00, 0x00];
     assert_eq!(
@@ -170,10 +185,28 @@ fn structural_refusals() {
         Rule::ZstdReservedBlock
     );
     let after = [&good[..], &bad[..]].concat();
-    let frames = scan_frames(&after, None).unwrap();
-    assert_eq!(frames.complete.len(), 1);
-    assert_eq!(frames.complete[0], 0..good.len());
-    assert_eq!(frames.torn_start, Some(good.len()));
+    assert_eq!(
+        scan_frames(&after, None).unwrap_err().rule,
+        Rule::ZstdReservedBlock
+    );
+    let salvaged = scan_stream_with(
+        |buf| {
+            let done = buf.len() == after.len();
+            if !done {
+                buf.clear();
+                buf.extend_from_slice(&after);
+            }
+            Ok(done)
+        },
+        Damage::Salvage,
+    )
+    .unwrap()
+    .0;
+    assert_eq!(salvaged.complete, vec![0..good.len()]);
+    assert_eq!(
+        (salvaged.torn_start, salvaged.torn_kind),
+        (Some(good.len()), Some(TornKind::Salvaged))
+    );
     // An RLE block of one byte repeated: single segment, FCS 1 byte.
     let rle = [0x28, 0xB5, 0x2F, 0xFD, 0x20, 0x05, 0x2B, 0x00, 0x00, b'x'];
     let frames = scan_frames(&rle, None).unwrap();

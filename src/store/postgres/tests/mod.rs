@@ -138,7 +138,7 @@ fn turn(s: &LiveSession, n: u64) {
 }
 
 fn texts(store: &Arc<Store>, id: &str) -> Vec<String> {
-    let (s, _) = store.open_session(id).expect("open");
+    let s = store.open_session(id).expect("open").session;
     let out = s.with(|x| Ok(x.events().iter().map(|e| e.to_json()).collect()));
     s.close().unwrap();
     out.unwrap()
@@ -233,7 +233,7 @@ fn a_reader_never_creates_and_never_writes() {
     s.flush().unwrap();
     let reader = f.reader();
     // The open turn is closed in memory only: the reader writes nothing.
-    let (r, _) = reader.open_session("a").unwrap();
+    let r = reader.open_session("a").unwrap().session;
     assert!(r.with(|x| Ok(x.events().len())).unwrap() >= 1);
     assert_eq!(f.count("SELECT count(*) FROM $S.events"), 1);
     let e = reader.create(CreateOptions::with_id("b")).unwrap_err();
@@ -264,11 +264,11 @@ fn one_writer_per_session_across_connections() {
         (Status::Conflict, Rule::PostgresSessionLocked)
     );
     sa.close().unwrap();
-    let (sb, _) = b.open_session("s").unwrap();
+    let sb = b.open_session("s").unwrap().session;
     // B's connection (and with it its lock) is lost; A takes the session
     // over and writes on.
     f.terminate("b");
-    let (sa, _) = a.open_session("s").unwrap();
+    let sa = a.open_session("s").unwrap().session;
     turn(&sa, 2);
     sa.flush().unwrap();
     // B, stale, connects again: it waits for the lock A holds...
@@ -299,7 +299,7 @@ fn one_writer_per_session_across_connections() {
     assert_eq!(f.count("SELECT next_seq FROM $S.sessions"), stored);
     assert_eq!(f.count("SELECT count(DISTINCT seq) FROM $S.events"), stored);
     // The stale writer let the lock go: A continues from the database.
-    let (s, _) = a.open_session("s").unwrap();
+    let s = a.open_session("s").unwrap().session;
     turn(&s, 3);
     s.close().unwrap();
     assert_eq!(turns(&a, "s"), 3);
@@ -328,7 +328,7 @@ fn a_reader_on_another_connection_sees_a_consistent_prefix() {
     };
     let mut reads = Vec::new();
     while !done.load(Ordering::SeqCst) || reads.len() < 3 {
-        let (r, _) = reader.open_session("live").unwrap();
+        let r = reader.open_session("live").unwrap().session;
         let log: Vec<String> = r
             .with(|x| Ok(x.events().iter().map(|e| e.to_json()).collect()))
             .unwrap();
@@ -340,7 +340,7 @@ fn a_reader_on_another_connection_sees_a_consistent_prefix() {
     drop(s);
     // Every read is a prefix of the final log (batches end anywhere, not
     // only at flushes), and none is shorter than the one before.
-    let (r, _) = reader.open_session("live").unwrap();
+    let r = reader.open_session("live").unwrap().session;
     let last: Vec<String> = r
         .with(|x| Ok(x.events().iter().map(|e| e.to_json()).collect()))
         .unwrap();
@@ -393,7 +393,7 @@ fn a_fork_copies_its_prefix_inside_the_database() {
         turn(&p, n);
     }
     p.close().unwrap();
-    let (p, _) = store.open_session("p").unwrap();
+    let p = store.open_session("p").unwrap().session;
     // Changed behind the store's back: a copy made inside the database
     // carries the change, one sent by the client would not.
     f.sql("UPDATE $S.events SET event = replace(event, '\"q 2\"', '\"q two\"') WHERE session_id = 'p' AND seq = 4");
@@ -415,7 +415,7 @@ fn a_fork_copies_its_prefix_inside_the_database() {
     let qc = q.fork(ForkOptions::at(2).with_id("qc")).unwrap();
     qc.close().unwrap();
     q.close().unwrap();
-    let (qc, _) = store.open_session("qc").unwrap();
+    let qc = store.open_session("qc").unwrap().session;
     assert_eq!(qc.with(|x| Ok(x.events().len())).unwrap(), 4);
     let _ = p.close();
 }

@@ -1,0 +1,25 @@
+//! What the root test binaries share: private temporary directories.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// A fresh directory (mode 0700, as the stores want their parents) under
+/// the system temp dir, removed on drop.
+pub struct Temp(pub PathBuf);
+
+impl Temp {
+    /// `dsh-<name>-<pid>`, empty.
+    pub fn new(name: &str) -> Temp {
+        let d = std::env::temp_dir().join(format!("dsh-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        Temp(d)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
