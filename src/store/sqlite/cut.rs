@@ -71,6 +71,31 @@ pub(super) fn keep_rows(
     Ok((Some(copy), n))
 }
 
+/// The copies kept beside the database at `db` of rows cut from session
+/// `id`, oldest first.
+pub(super) fn kept(db: Option<&Path>, id: &[u8]) -> Result<Vec<PathBuf>> {
+    let Some(db) = db.filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let dir = match db.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mine = format!("{name}.cut-{}-", hex(id));
+    let all = quarantine::list(dir, &name)?;
+    Ok(all
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&mine))
+        })
+        .collect())
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -46,15 +46,15 @@ mod tests_packed;
 mod tests_schema;
 #[cfg(test)]
 mod tests_writer;
+mod write;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
-use self::row_buf::RowBuf;
-use self::rows::{RawRow, Wtf8};
+use self::rows::Wtf8;
 use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
 use super::backend::{Backend, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn, TornKind};
@@ -66,6 +66,7 @@ use crate::json::Value;
 use crate::rule::Rule;
 
 pub use self::schema::{APPLICATION_ID, SCHEMA_VERSION};
+use self::write::{check_seqs, insert_records, logical_next, lossy, write_tx, Finish, STREAM_PAGE};
 
 /// Sessions stored in one SQLite database (schema 17).
 pub struct SqliteBackend {
@@ -247,191 +248,6 @@ impl SqliteBackend {
     }
 }
 
-/// `BEGIN IMMEDIATE`, then the schema re-validation; the transaction rolls
-/// back when dropped uncommitted.
-fn write_tx(conn: &mut Connection) -> Result<Transaction<'_>> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql_err)?;
-    schema::validate_for_mutation(&tx)?;
-    Ok(tx)
-}
-
-/// Rows per page of a streaming read.
-const STREAM_PAGE: usize = if cfg!(test) { 64 } else { 1024 };
-
-fn lossy(id: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(id)
-}
-
-/// Validated rows of `id` with `seq >= from`, in seq order.
-fn select_rows(conn: &Connection, id: &[u8], from: i64) -> Result<RowBuf> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq",
-            rows::COLUMNS
-        ))
-        .map_err(sql_err)?;
-    let mut q = stmt.query((Wtf8(id), from)).map_err(sql_err)?;
-    let mut out = RowBuf::default();
-    while let Some(row) = q.next().map_err(sql_err)? {
-        out.push(&RawRow::from_row(row)?);
-    }
-    Ok(out)
-}
-
-/// The first seq of the physical span that holds the logical tail: the
-/// earlier of the last two rows, or a packed predecessor (within 1023 seqs)
-/// that covers it or fails to decode.
-fn tail_base(conn: &Connection, id: &[u8], start: i64) -> Result<i64> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {} FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 \
-             AND ignorable = 0 AND type IN ('text-chunks', 'reasoning-chunks', 'tool-call-chunks') \
-             ORDER BY seq",
-            rows::COLUMNS
-        ))
-        .map_err(sql_err)?;
-    let mut q = stmt
-        .query((Wtf8(id), (start - 1023).max(0), start))
-        .map_err(sql_err)?;
-    while let Some(row) = q.next().map_err(sql_err)? {
-        let row = RawRow::from_row(row)?;
-        if rows::last_member(&row).is_none_or(|last| last >= start as u64) {
-            return Ok(row.seq as i64);
-        }
-    }
-    Ok(start)
-}
-
-/// The next logical seq of `id` (0 for no rows); `sqlite.append-torn-tail`
-/// when the physical tail does not decode into a contiguous run.
-fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
-    let mut stmt = conn
-        .prepare_cached("SELECT seq FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 2")
-        .map_err(sql_err)?;
-    let last: Vec<i64> = stmt
-        .query_map([Wtf8(id)], |r| r.get(0))
-        .and_then(|rows| rows.collect())
-        .map_err(sql_err)?;
-    let Some(&start) = last.last() else {
-        return Ok(0);
-    };
-    let base = tail_base(conn, id, start)?;
-    let tail = select_rows(conn, id, base)?;
-    let mut expected = base as u64;
-    for row in tail.iter() {
-        let torn = |cause: Option<Error>| {
-            let message = format!(
-                "session \"{}\" has an invalid physical tail at seq {}",
-                lossy(id),
-                row.seq
-            );
-            let err = match cause {
-                Some(e) => e.wrapped(
-                    Status::Corrupt,
-                    Rule::SqliteAppendTornTail,
-                    &format!("{message}: "),
-                ),
-                None => Error::new(Status::Corrupt, Rule::SqliteAppendTornTail, message),
-            };
-            err.at_seq(row.seq)
-        };
-        match rows::decode(&row) {
-            Ok(events) if row.seq == expected => expected += events.len() as u64,
-            Ok(_) => return Err(torn(None)),
-            Err(e) => return Err(torn(Some(e))),
-        }
-    }
-    Ok(expected)
-}
-
-/// Every event of the batch continues the log at `next`.
-fn check_seqs(next: u64, events: &[Arc<Event>], rule: Rule, what: &str) -> Result<()> {
-    for (i, e) in events.iter().enumerate() {
-        let want = next + i as u64;
-        if e.seq != want {
-            let message = if i == 0 {
-                format!("{what} starts at seq {}, stored next seq is {next}", e.seq)
-            } else {
-                format!(
-                    "{what} is not contiguous: expected seq {want} at index {i}, got {}",
-                    e.seq
-                )
-            };
-            return Err(Error::new(Status::Conflict, rule, message));
-        }
-    }
-    Ok(())
-}
-
-/// Insert storage records (scalar rows and packed rows, §7.4). The large
-/// values of events come from `ahead` when given (in order, see
-/// [`ahead::Job::of`]).
-fn insert_records(
-    conn: &Connection,
-    id: &[u8],
-    records: &[Record<'_>],
-    zstd: &mut zstd::bulk::Compressor<'static>,
-    ahead: Option<&ahead::Job>,
-) -> Result<()> {
-    let mut stmt = conn.prepare_cached(INSERT_EVENT).map_err(sql_err)?;
-    let mut large = 0;
-    for record in records {
-        match record {
-            Record::Event(e) => {
-                let text = e.data_text();
-                let data = match ahead {
-                    Some(job) if text.len() >= rows::COMPRESS_FROM => {
-                        large += 1;
-                        job.take(large - 1, zstd)?
-                    }
-                    _ => rows::encode_data(text, zstd)?,
-                };
-                let surface = rows::surface_columns(e)?;
-                stmt.execute((
-                    Wtf8(id),
-                    e.seq as i64,
-                    Wtf8(e.ty.as_wtf8()),
-                    e.time,
-                    data,
-                    surface.sources,
-                    surface.op,
-                    surface.ignorable,
-                ))
-                .map_err(sql_err)?;
-            }
-            Record::Row(row) => {
-                let data = rows::encode_data(&row.data, zstd)?;
-                let none: Option<&str> = None;
-                stmt.execute((
-                    Wtf8(id),
-                    row.seq0 as i64,
-                    row.tag,
-                    row.time0,
-                    data,
-                    none,
-                    none,
-                    0i64,
-                ))
-                .map_err(sql_err)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Tells the helper a job is over when the append returns, however it does.
-struct Finish<'j>(Option<&'j ahead::Job>);
-
-impl Drop for Finish<'_> {
-    fn drop(&mut self) {
-        if let Some(job) = self.0 {
-            job.finish();
-        }
-    }
-}
-
 impl Backend for SqliteBackend {
     fn name(&self) -> &'static str {
         "sqlite"
@@ -584,20 +400,8 @@ impl Backend for SqliteBackend {
                 (scan.torn_from, scan.events.len() as u64)
             }
         };
-        match (torn, torn_from) {
-            (Some(t), Some(from)) if t.marker == from => {
-                // No row leaves the database without a copy beside it.
-                let (copy, rows) = cut::keep_rows(&tx, db.as_deref(), id, from)?;
-                cut = copy.map(|copy| Cut {
-                    at: from,
-                    length: rows,
-                    why: t.why,
-                    copy,
-                });
-                tx.prepare_cached("DELETE FROM events WHERE session_id = ?1 AND seq >= ?2")
-                    .and_then(|mut s| s.execute((Wtf8(id), from as i64)))
-                    .map_err(sql_err)?;
-            }
+        let cut_from = match (torn, torn_from) {
+            (Some(t), Some(from)) if t.marker == from => Some((from, t.why)),
             (Some(t), _) => {
                 return Err(Error::new(
                     Status::Conflict,
@@ -615,14 +419,27 @@ impl Backend for SqliteBackend {
                     format!("repair omitted the current torn tail at {from}"),
                 ))
             }
-            (None, None) => {}
-        }
+            (None, None) => None,
+        };
         check_seqs(
             next,
             events,
             Rule::SqliteRepairStaleCloser,
             "repair is stale: closer",
         )?;
+        if let Some((from, why)) = cut_from {
+            // No row leaves the database without a copy beside it.
+            let (copy, rows) = cut::keep_rows(&tx, db.as_deref(), id, from)?;
+            cut = copy.map(|copy| Cut {
+                at: from,
+                length: rows,
+                why,
+                copy,
+            });
+            tx.prepare_cached("DELETE FROM events WHERE session_id = ?1 AND seq >= ?2")
+                .and_then(|mut s| s.execute((Wtf8(id), from as i64)))
+                .map_err(sql_err)?;
+        }
         sessions::bump_revision(&tx, id)?;
         let records: Vec<Record<'_>> = events.iter().map(Record::Event).collect();
         insert_records(&tx, id, &records, &mut self.zstd, None)?;
@@ -630,6 +447,11 @@ impl Backend for SqliteBackend {
         // A repair follows a load and reads the tail again.
         self.release_cache();
         Ok(cut)
+    }
+
+    fn quarantined(&mut self, id: &str) -> Result<Vec<std::path::PathBuf>> {
+        let db = self.conn.path().map(std::path::PathBuf::from);
+        cut::kept(db.as_deref(), id.as_bytes())
     }
 
     fn writer_running(&mut self, _id: &str) -> Option<bool> {

@@ -119,8 +119,38 @@ fn bad_blob_after_the_last_turn_end_is_a_torn_tail_that_repair_cuts() {
         (Status::Conflict, Rule::SqliteRepairStaleCloser)
     );
     assert_eq!(b.revision("s").unwrap(), Some(loaded.revision.clone()));
-    b.commit_repair(&header("s"), Some(&torn), &closers)
-        .unwrap();
+    let copies = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".cut-"))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        copies(dir.db().parent().unwrap()).is_empty(),
+        "a refused repair kept a copy"
+    );
+    let cut = b
+        .commit_repair(&header("s"), Some(&torn), &closers)
+        .unwrap()
+        .expect("the rows cut are reported");
+    // The rows are kept beside the database, one JSON line each, before
+    // they are deleted.
+    assert_eq!(
+        (cut.at, cut.length, cut.why),
+        (10, torn.length, TornKind::UndecodableRows)
+    );
+    assert_eq!(copies(dir.db().parent().unwrap()), vec![cut.copy.clone()]);
+    let kept = std::fs::read_to_string(&cut.copy).unwrap();
+    assert_eq!(kept.lines().count() as u64, torn.length);
+    assert!(kept.starts_with("{\"session_id\":"), "{kept}");
+    assert!(kept.contains("\"seq\":10"), "{kept}");
+    assert!(
+        kept.contains("\"hex\":\"8000\""),
+        "the damaged blob as stored: {kept}"
+    );
+    assert_eq!(b.quarantined("s").unwrap(), vec![cut.copy.clone()]);
+    assert!(b.quarantined("t").unwrap().is_empty());
     let repaired = b.load("s").unwrap().unwrap();
     let mut want = values(&events[..10]);
     want.extend(values(&closers));
