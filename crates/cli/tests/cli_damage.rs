@@ -146,3 +146,25 @@ fn a_damaged_zstd_log_is_corrupt_until_a_salvage_is_asked_for() {
     let (code, out, _) = run(&["verify", s(&root), "z"]);
     assert_eq!(code, 0, "{out}");
 }
+
+#[test]
+fn a_turn_repair_cannot_close_is_corrupt_not_repairable() {
+    let dir = temp_dir("r1");
+    let db = dir.join("s.db");
+    {
+        let mut c = config("sqlite", &db, None);
+        c.admission = dsh_session::engine::Admission::Reference;
+        let store = Store::open(c).unwrap();
+        let s = store.create(CreateOptions::with_id("r1")).unwrap();
+        s.append("turn/start", r#"{"turn":0}"#, None).unwrap();
+        s.close().unwrap();
+    }
+    let before = std::fs::read(&db).unwrap();
+    let (code, out, _) = run(&["verify", s(&db), "r1"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("load.legacy-malformed-turn-end"), "{out}");
+    let (code, _, err) = run(&["repair", s(&db), "r1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("load.validation"), "{err}");
+    assert_eq!(std::fs::read(&db).unwrap(), before, "a refused repair wrote");
+}
