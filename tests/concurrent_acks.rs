@@ -26,22 +26,13 @@ use dsh_session::store::{
     BackendConfig, CreateOptions, ForkOptions, LiveSession, Store, StoreConfig,
 };
 
+mod common;
+
+use common::Lcg;
+
 const CHILD_ENV: &str = "DSH_RACE_CHILD";
 const SESSIONS: usize = 4;
 const MAX_FORKS: usize = 12;
-
-/// A small deterministic generator (no extra crate).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n.max(1)
-    }
-}
 
 /// One live handle and the events it committed, in seq order.
 struct Handle {

@@ -14,7 +14,7 @@ use dsh_session::{Rule, Status};
 
 mod common;
 
-use common::Temp;
+use common::{Lcg, Temp};
 
 /// A raw JSONL store in `dir` with the given admission.
 fn jsonl(dir: &Temp, admission: Admission) -> Arc<Store> {
@@ -260,22 +260,6 @@ fn strict_admission_refuses_the_values_repair_cannot_close() {
     for _ in 0..2 {
         let live = store.open_session("s").unwrap().session;
         live.close().unwrap();
-    }
-}
-
-/// A small deterministic generator (no extra crate).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n.max(1)
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
     }
 }
 

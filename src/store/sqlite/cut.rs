@@ -55,17 +55,9 @@ pub(super) fn keep_rows(
         text.push('\n');
         n += 1;
     }
-    let Some(db) = db.filter(|p| !p.as_os_str().is_empty()) else {
+    let Some((dir, name)) = beside(db) else {
         return Ok((None, n));
     };
-    let dir = match db.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = db
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let label = format!("{}-{from}", hex(id));
     let copy = quarantine::keep(dir, &name, &label, text.as_bytes())?;
     Ok((Some(copy), n))
@@ -74,17 +66,9 @@ pub(super) fn keep_rows(
 /// The copies kept beside the database at `db` of rows cut from session
 /// `id`, oldest first.
 pub(super) fn kept(db: Option<&Path>, id: &[u8]) -> Result<Vec<PathBuf>> {
-    let Some(db) = db.filter(|p| !p.as_os_str().is_empty()) else {
+    let Some((dir, name)) = beside(db) else {
         return Ok(Vec::new());
     };
-    let dir = match db.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = db
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let mine = format!("{name}.cut-{}-", hex(id));
     let all = quarantine::list(dir, &name)?;
     Ok(all
@@ -94,6 +78,18 @@ pub(super) fn kept(db: Option<&Path>, id: &[u8]) -> Result<Vec<PathBuf>> {
                 .is_some_and(|n| n.to_string_lossy().starts_with(&mine))
         })
         .collect())
+}
+
+/// The directory of the database file `db` and the file's name: where its
+/// copies are kept, and what they are named after (none for an in-memory
+/// database).
+fn beside(db: Option<&Path>) -> Option<(&Path, String)> {
+    let db = db.filter(|p| !p.as_os_str().is_empty())?;
+    let dir = match db.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some((dir, db.file_name()?.to_string_lossy().into_owned()))
 }
 
 fn hex(bytes: &[u8]) -> String {
