@@ -19,6 +19,7 @@ type Session struct {
 	obs      *observers // its store's
 	header   Header
 	repaired []Event
+	cut      *Cut
 }
 
 // newSession wraps a handle counted open in obs (observers.opened).
@@ -45,6 +46,10 @@ func (s *Session) Header() Header { return s.header }
 // opened this session (nil when there was nothing to repair, or when the
 // session was created or forked).
 func (s *Session) Repaired() []Event { return s.repaired }
+
+// Cut returns the torn tail Store.Open cut from the log, with where the
+// copy of its bytes is kept, or nil when it cut nothing.
+func (s *Session) Cut() *Cut { return s.cut }
 
 // do runs one C call on the session handle, inside the gate so that Close
 // cannot free the handle underneath it.

@@ -145,12 +145,15 @@ func (st *Store) open(op, id string, options []byte,
 	var r struct {
 		Header   Header  `json:"header"`
 		Repaired []Event `json:"repaired"`
+		Cut      *Cut    `json:"cut"`
 	}
 	if err := decode(op, b, &r); err != nil {
 		closeRaw(sp, st.obs)
 		return nil, err
 	}
-	return newSession(sp, r.Header, r.Repaired, st.obs), nil
+	s := newSession(sp, r.Header, r.Repaired, st.obs)
+	s.cut = r.Cut
+	return s, nil
 }
 
 // List returns the stored sessions (dsh_store_list).
@@ -183,6 +186,34 @@ func (st *Store) Inspect(id string) (Inspection, error) {
 	}
 	in.Raw = b
 	return in, nil
+}
+
+// Repair repairs a stored session that is not open, as Open would, without
+// a handle (dsh_store_repair): a torn tail is cut after a copy of its bytes
+// is kept beside the log, an interrupted turn gets its closers.
+// RepairOptions.DryRun writes nothing; RepairOptions.Salvage also cuts
+// damage an open refuses with ErrCorrupt, keeping the log before it and a
+// copy of what is cut. It fails with ErrConflict while the session is open.
+func (st *Store) Repair(id string, opts RepairOptions) (RepairReport, error) {
+	const op = "Store.Repair"
+	var r RepairReport
+	options, err := json.Marshal(opts)
+	if err != nil {
+		return r, err
+	}
+	args, err := cStrings(op, text("session id", id), jsonArg("options", options))
+	if err != nil {
+		return r, err
+	}
+	defer freeAll(args)
+	b, err := st.do(op, func(p *C.dsh_store, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_store_repair(p, args[0].p, args[1].p, out)
+	})
+	if err != nil {
+		return r, err
+	}
+	err = decode(op, b, &r)
+	return r, err
 }
 
 // Delete removes a stored session for good (dsh_store_delete). It fails

@@ -339,3 +339,48 @@ func TestReaderBesideWriter(t *testing.T) {
 		t.Fatal("a bad Locking was accepted")
 	}
 }
+
+// A torn tail is cut by Repair after a copy of its bytes is kept beside
+// the log, and the cut is reported; a dry run only says what it would cut.
+func TestRepairKeepsACopyOfWhatItCuts(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	cfg := Config{EventTypes: testTypes, Backend: JSONL, Path: root, Compression: "none"}
+	st := mustOpenStore(t, cfg)
+	s := mustCreate(t, st, CreateOptions{ID: "r"})
+	turn(t, s, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(root, "_no-cwd", "r", "session.jsonl")
+	clean, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := []byte(`{"type":"turn/sta`)
+	if err := os.WriteFile(log, append(append([]byte{}, clean...), torn...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dry, err := st.Repair("r", RepairOptions{DryRun: true})
+	if err != nil || dry.Applied || dry.TornTail == nil || dry.TornTail.At != uint64(len(clean)) || dry.Cut != nil {
+		t.Fatalf("dry run = %+v, %v", dry, err)
+	}
+	rep, err := st.Repair("r", RepairOptions{})
+	if err != nil || !rep.Applied || rep.Cut == nil || rep.Cut.Why != "partial-line" || rep.Cut.Length != uint64(len(torn)) {
+		t.Fatalf("Repair = %+v, %v", rep, err)
+	}
+	kept, err := os.ReadFile(rep.Cut.Copy)
+	if err != nil || string(kept) != string(torn) || filepath.Dir(rep.Cut.Copy) != filepath.Dir(log) {
+		t.Fatalf("copy %q = %q, %v", rep.Cut.Copy, kept, err)
+	}
+	in, err := st.Inspect("r")
+	if err != nil || in.TornTail != nil || len(in.Quarantined) != 1 || in.Quarantined[0] != rep.Cut.Copy {
+		t.Fatalf("Inspect = %+v, %v", in, err)
+	}
+	s2, err := st.Open("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	_, err = st.Repair("r", RepairOptions{})
+	wantErr(t, err, ErrConflict, "load.live-prepare")
+}

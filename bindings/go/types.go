@@ -244,6 +244,11 @@ type Inspection struct {
 	// Problems are the events an open refuses one by one (an undeclared
 	// type, a malformed message or request header), read as stored.
 	Problems []Problem `json:"problems"`
+	// TornTail is the torn tail opening would cut, or nil.
+	TornTail *TornTail `json:"tornTail"`
+	// Quarantined are the copies earlier repairs kept of what they cut
+	// (paths beside the log, oldest first).
+	Quarantined []string `json:"quarantined"`
 	// Raw is the inspection object exactly as returned.
 	Raw json.RawMessage `json:"-"`
 }
@@ -269,3 +274,41 @@ func nullToNil(b []byte) json.RawMessage {
 }
 
 func clone(b []byte) json.RawMessage { return append(json.RawMessage(nil), b...) }
+
+// TornTail is what crash repair cuts from the end of a log: where it
+// begins (a byte offset of a JSONL log, the seq of a SQLite row), how much
+// (bytes or rows) and why ("partial-line", "incomplete-frame",
+// "zero-filled", "undecodable-rows", "salvaged").
+type TornTail struct {
+	At     uint64 `json:"at"`
+	Length uint64 `json:"length"`
+	Why    string `json:"why"`
+}
+
+// Cut is a torn tail an open or a repair cut, and Copy the quarantine file
+// beside the log that holds a copy of its bytes, written before the cut.
+type Cut struct {
+	TornTail
+	Copy string `json:"copy"`
+}
+
+// RepairOptions are Store.Repair's options.
+type RepairOptions struct {
+	// DryRun writes nothing and reports what a repair would do.
+	DryRun bool `json:"dryRun"`
+	// Salvage also cuts damage an open refuses (a zstd frame that fails
+	// its checksum, bytes no crash leaves), keeping a copy.
+	Salvage bool `json:"salvage"`
+}
+
+// RepairReport is what Store.Repair found and did.
+type RepairReport struct {
+	// Applied is true when the repair was written.
+	Applied bool `json:"applied"`
+	// TornTail is the torn tail found, or nil.
+	TornTail *TornTail `json:"tornTail"`
+	// Repaired are the closers of the interrupted turn.
+	Repaired []Event `json:"repaired"`
+	// Cut is what the repair cut and where its copy is, or nil.
+	Cut *Cut `json:"cut"`
+}

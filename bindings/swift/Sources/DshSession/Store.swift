@@ -151,6 +151,11 @@ public struct Inspection: Decodable, Hashable, Sendable {
     /// The events an open refuses one by one (an undeclared type, a
     /// malformed message or request header), read as stored.
     public var problems: [Problem]?
+    /// The torn tail an open would cut, if any.
+    public var tornTail: TornTail?
+    /// The copies earlier repairs kept of what they cut (paths beside the
+    /// log, oldest first).
+    public var quarantined: [String]?
 
     /// One event of an inspected log that an open refuses.
     public struct Problem: Decodable, Hashable, Sendable {
@@ -161,6 +166,37 @@ public struct Inspection: Decodable, Hashable, Sendable {
         public var status: String
         public var message: String
     }
+}
+
+/// What crash repair cuts from the end of a log: where it begins (a byte
+/// offset of a JSONL log, the seq of a SQLite row), how much (bytes or
+/// rows) and why (`partial-line`, `incomplete-frame`, `zero-filled`,
+/// `undecodable-rows`, `salvaged`).
+public struct TornTail: Decodable, Hashable, Sendable {
+    public var at: Int
+    public var length: Int
+    public var why: String
+}
+
+/// A torn tail an open or a repair cut, and the quarantine file beside the
+/// log that holds a copy of its bytes (written before the cut).
+public struct Cut: Decodable, Hashable, Sendable {
+    public var at: Int
+    public var length: Int
+    public var why: String
+    public var copy: String
+}
+
+/// What `Store.repair` found and did.
+public struct RepairReport: Decodable, Hashable, Sendable {
+    /// Whether the repair was written.
+    public var applied: Bool
+    /// The torn tail found, if any.
+    public var tornTail: TornTail?
+    /// The closers of the interrupted turn.
+    public var repaired: [Event]
+    /// What the repair cut and where its copy is.
+    public var cut: Cut?
 }
 
 /// A lifecycle notice delivered to a store's observer.
@@ -374,6 +410,25 @@ public final class Store: @unchecked Sendable {
         try checkText(id, "id")
         return try withHandle { store in
             try id.withCString { cid in try ffiCallDecoding(Inspection.self) { dsh_store_inspect(store, cid, $0) } }
+        }
+    }
+
+    /// Repairs a stored session that is not open, as an open would, without
+    /// a handle: a torn tail is cut after a copy of it is kept beside the
+    /// log, an interrupted turn gets its closers. `dryRun` writes nothing;
+    /// `salvage` also cuts damage an open refuses (keeping a copy).
+    ///
+    /// - Throws: `DshError`: `.notFound`, `.conflict` (`load.live-prepare`),
+    ///   `.corrupt`, `.io` (`quarantine.full`), `.closed`.
+    public func repair(_ id: String, dryRun: Bool = false, salvage: Bool = false) throws -> RepairReport {
+        try checkText(id, "id")
+        let options = "{\"dryRun\":\(dryRun),\"salvage\":\(salvage)}"
+        return try withHandle { store in
+            try id.withCString { cid in
+                try options.withCString { copts in
+                    try ffiCallDecoding(RepairReport.self) { dsh_store_repair(store, cid, copts, $0) }
+                }
+            }
         }
     }
 

@@ -5,6 +5,29 @@ import XCTest
 /// SQLite and JSONL stores in a temporary directory: flush, reopen with crash
 /// repair, list, inspect, delete, the single-writer lock.
 final class PersistenceTests: XCTestCase {
+    func testRepairWithoutAHandle() throws {
+        let dir = try Fixture.temporaryDirectory(self)
+        let store = try Store(.sqlite(path: dir.appendingPathComponent("repair.db").path))
+        let s = try store.createSession(SessionOptions(id: "r"))
+        try s.append("turn/start", data: ["turn": 1])
+        try s.close()
+        // A dry run says what a repair would write, and writes nothing.
+        let dry = try store.repair("r", dryRun: true)
+        XCTAssertFalse(dry.applied)
+        XCTAssertEqual(dry.repaired.map(\.type), ["turn/end"])
+        XCTAssertNil(dry.cut)
+        XCTAssertEqual(try store.inspect("r").repair.map(\.type), ["turn/end"])
+        let report = try store.repair("r")
+        XCTAssertTrue(report.applied)
+        XCTAssertEqual(report.repaired.first?.seq, 1)
+        XCTAssertTrue(try store.inspect("r").repair.isEmpty)
+        XCTAssertEqual(try store.inspect("r").quarantined ?? [], [])
+        let again = try store.openSession("r")
+        assertDshError(.conflict, "load.live-prepare") { _ = try store.repair("r") }
+        try again.close()
+        try store.close()
+    }
+
     func testSQLiteFlushReopenWithRepair() throws {
         let dir = try Fixture.temporaryDirectory(self)
         let path = dir.appendingPathComponent("sessions.db").path
