@@ -121,6 +121,11 @@ pub(super) fn write_round(
             }
         }
     }
+    if st.pending == 0 {
+        // Everything queued is written: the next event opens a window of
+        // its own, however long ago the last one opened.
+        st.deadline = None;
+    }
     shared.notify_done(&st);
     drop(st);
     // Releasing the written events touches every one of them: not under
