@@ -4,17 +4,21 @@
 #   1. cmake configure + build with DSH_CARGO_BUILD=ON (Ninja when present): the
 #      one cargo build of this script, in the checkout's target/ (reused);
 #   2. ctest: the C suites (sample, round trip, ABI misuse, own-SQLite host,
-#      shared and static), header hygiene (C99, C11, C++17), the staged
-#      artifacts, and the valgrind runs (label valgrind);
+#      shared and static), the C++ host (shared and static), header hygiene
+#      (dsh_session.h as C99, C11, C++17; dsh_session.hpp alone, as C++17,
+#      C++20 and without exceptions), the staged artifacts, and the valgrind
+#      runs (label valgrind);
 #   3. cmake --install to a temporary prefix; the installed artifacts: SONAME
 #      links, SONAME (the header's DSH_SONAME), .so exports == the
 #      header's functions and nothing else, archive globals only dsh_*;
 #   4. a separate CMake project (tests/packaging/consumer-cmake) with
 #      find_package(dsh_session CONFIG REQUIRED): dsh::session and
-#      dsh::session_static, built and run; the version file accepts and refuses;
+#      dsh::session_static, and a C++ program on the installed
+#      dsh_session.hpp, built and run; the version file accepts and refuses;
 #   5. the prefix is moved and the consumer built and run again (relocatable);
-#   6. pkg-config consumers (dsh-session, --static dsh-session-static) and the
-#      static host that defines sqlite3_open itself, against the moved prefix.
+#   6. pkg-config consumers (dsh-session, --static dsh-session-static), the C++
+#      host on the installed dsh_session.hpp, and the static host that
+#      defines sqlite3_open itself, against the moved prefix.
 #
 # Prints one line per check and ends with the plain line "N passed, M failed";
 # exits non-zero when anything failed. Installs missing Debian packages when
@@ -149,12 +153,13 @@ echo "# ctest: $((SECONDS - t)) s"
 prefix=$work/prefix
 step "cmake --install to a temporary prefix" cmake --install "$build" --prefix "$prefix" || finish
 lib=$prefix/lib
-for f in include/dsh_session.h lib/libdsh_session.a lib/pkgconfig/dsh-session.pc \
+for f in include/dsh_session.h include/dsh_session.hpp lib/libdsh_session.a lib/pkgconfig/dsh-session.pc \
     lib/pkgconfig/dsh-session-static.pc lib/cmake/dsh_session/dsh_sessionConfig.cmake \
     lib/cmake/dsh_session/dsh_sessionConfigVersion.cmake; do
     expect "installed $f" test -f "$prefix/$f"
 done
 expect "installed header == include/dsh_session.h" cmp -s include/dsh_session.h "$prefix/include/dsh_session.h"
+expect "installed C++ header == include/dsh_session.hpp" cmp -s include/dsh_session.hpp "$prefix/include/dsh_session.hpp"
 expect "installed bin/dsh-session --version says $version" \
     bash -c "'$prefix/bin/dsh-session' --version | grep -qx 'dsh-session $version'"
 bash tests/packaging/check-artifacts.sh "$lib" "$prefix/include/dsh_session.h" >"$logs/artifacts.log" 2>&1
@@ -171,6 +176,7 @@ consumer() { # consumer TAG PREFIX: configure, build and run tests/packaging/con
                  -DDSH_SESSION_VERSION=$major.$minor && cmake --build '$dir'" || return 1
     step "consumer-cmake ($tag): run consumer_shared (dsh::session)" "$dir/consumer_shared"
     step "consumer-cmake ($tag): run consumer_static (dsh::session_static)" "$dir/consumer_static"
+    step "consumer-cmake ($tag): run consumer_cxx (dsh_session.hpp, dsh::session)" "$dir/consumer_cxx"
     local needed
     needed=$(readelf -d "$dir/consumer_shared" | sed -n 's/.*(NEEDED).*\[\(libdsh_session[^]]*\)\]/\1/p')
     expect "consumer-cmake ($tag): consumer_shared NEEDs $needed (the SONAME, no path)" \
@@ -215,6 +221,10 @@ step "cc \$(pkg-config --static --cflags --libs dsh-session-static)" bash -c \
 step "cc bindings/c/sample.c \$(pkg-config ... dsh-session) and run it" bash -c \
     "cc -std=c99 -Wall -Wextra -Werror bindings/c/sample.c \$(pkg-config --cflags --libs dsh-session) \
      -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/sample && $work/sample"
+
+step "c++ bindings/cpp/tests/cpp_host.cpp \$(pkg-config ... dsh-session) and run it" bash -c \
+    "c++ -std=c++17 -Wall -Wextra -Werror bindings/cpp/tests/cpp_host.cpp \$(pkg-config --cflags --libs dsh-session) \
+     -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/cpp_host && $work/cpp_host"
 
 # A Go module outside the repository that requires the binding (replace ->
 # this checkout), built through pkg-config against the moved prefix; the
