@@ -5,10 +5,10 @@
 #
 # Each ```sh block runs twice in a row, from the repository root, with
 # `bash -euo pipefail` (the README's commands must work again on a machine
-# where they already ran); the ```c block is compiled against the cargo
-# build the quickstart block made and run; a ```rust block is the main.rs
-# of a crate outside the repository that depends on the core by path, run
-# with cargo; a ```json block must parse.
+# where they already ran); a ```c block (C99) and a ```cpp block (C++17)
+# are compiled against the cargo build the quickstart block made and run; a
+# ```rust block is the main.rs of a crate outside the repository that
+# depends on the core by path, run with cargo; a ```json block must parse.
 # ```text blocks are not code. A block preceded by the line
 # `<!-- readme-test: skip: REASON -->` is listed with its reason instead of
 # being run (a block that runs this very script, one that needs root and
@@ -61,6 +61,12 @@ for f in $(ls "$work" | grep -E '^[0-9]+\.[a-z]+$' | grep -v '\.line$\|\.skip$' 
             [ $ok = 1 ] || { failed=$((failed + 1)); continue; } ;;
         c)
             if ! (cc -std=c99 -Wall -Wextra -Werror -Iinclude "$work/$f" -Ltarget/release -ldsh_session \
+                    -Wl,-rpath,"$root/target/release" -o "$work/$n.bin" && "$work/$n.bin") >"$log" 2>&1; then
+                echo "FAIL $name:"; tail -n 40 "$log" | sed 's/^/#  /'
+                failed=$((failed + 1)); continue
+            fi ;;
+        cpp)
+            if ! (c++ -std=c++17 -Wall -Wextra -Werror -Iinclude "$work/$f" -Ltarget/release -ldsh_session \
                     -Wl,-rpath,"$root/target/release" -o "$work/$n.bin" && "$work/$n.bin") >"$log" 2>&1; then
                 echo "FAIL $name:"; tail -n 40 "$log" | sed 's/^/#  /'
                 failed=$((failed + 1)); continue
