@@ -205,7 +205,7 @@ class text_arg {
 
 // --- JSON text ------------------------------------------------------------------------------
 
-/**
+/*
  * Append `text` to `out` as a JSON string literal, quotes included, escaped
  * exactly as JavaScript's JSON.stringify does (the canonical form the
  * library stores, so the text comes back byte for byte): `\"`, `\\`, `\b`,
@@ -658,7 +658,10 @@ class result {
 
   bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
-  dsh_status status() const noexcept { return ok() ? DSH_OK : std::get_if<1>(&v_)->status(); }
+  dsh_status status() const noexcept {
+    const dsh::error *e = std::get_if<1>(&v_);
+    return e != nullptr ? e->status() : DSH_OK;
+  }
 
   T &value() & {
     if (!ok()) detail::raise(*std::get_if<1>(&v_));
@@ -685,8 +688,8 @@ class result {
   T *operator->() noexcept { return std::get_if<0>(&v_); }
   const T *operator->() const noexcept { return std::get_if<0>(&v_); }
 
-  /** The error; only on failure. */
-  const dsh::error &error() const & noexcept { return *std::get_if<1>(&v_); }
+  /** The error; only on failure (on success the program terminates). */
+  const dsh::error &error() const & noexcept { return std::get<1>(v_); }
 
  private:
   std::variant<T, dsh::error> v_;
@@ -708,8 +711,8 @@ class result<void> {
   void value() const {
     if (!ok()) detail::raise(*e_);
   }
-  /** The error; only on failure. */
-  const dsh::error &error() const & noexcept { return *e_; }
+  /** The error; only on failure (on success the program terminates). */
+  const dsh::error &error() const & noexcept { return e_.value(); }
 
  private:
   std::optional<dsh::error> e_;
