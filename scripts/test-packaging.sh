@@ -223,7 +223,7 @@ step "cc bindings/c/sample.c \$(pkg-config ... dsh-session) and run it" bash -c 
      -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/sample && $work/sample"
 
 step "c++ bindings/cpp/tests/cpp_host.cpp \$(pkg-config ... dsh-session) and run it" bash -c \
-    "c++ -std=c++17 -Wall -Wextra -Werror bindings/cpp/tests/cpp_host.cpp \$(pkg-config --cflags --libs dsh-session) \
+    "c++ -std=c++17 -pthread -Wall -Wextra -Werror bindings/cpp/tests/cpp_host.cpp \$(pkg-config --cflags --libs dsh-session) \
      -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/cpp_host && $work/cpp_host"
 
 # A Go module outside the repository that requires the binding (replace ->

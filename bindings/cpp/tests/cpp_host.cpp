@@ -6,10 +6,11 @@
  * error path thrown and not thrown, a rejected batch, the observer); a
  * SQLite store in a temporary directory whose name needs escaping (write,
  * flush, fork, close, reopen, a turn left open repaired by store::repair's
- * dry run and by the open, inspect, remove, a windowed open); closing twice,
- * moved-from and default-constructed objects. Prints one line per check and
- * ends with the plain line "N passed, M failed"; exits non-zero when a check
- * failed. Registered with ctest, also under valgrind.
+ * dry run and by the open, inspect, remove, a windowed open); appends from
+ * several threads while the observer is replaced; closing twice, moved-from
+ * and default-constructed objects. Prints one line per check and ends with
+ * the plain line "N passed, M failed"; exits non-zero when a check failed.
+ * Registered with ctest, also under valgrind.
  */
 #include "dsh_session.hpp"
 
@@ -21,7 +22,9 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 namespace {
 
@@ -302,6 +305,39 @@ void test_observer() {
   check(heard == 0, "observer: removed by an empty function");
 }
 
+// Sessions of one store appended to from several threads while another
+// thread keeps replacing the observer: every event is heard exactly once.
+void test_threads() {
+  constexpr int threads = 4, appends = 50;
+  dsh::store st = dsh::store::open();
+  std::atomic<int> heard{0};
+  st.set_observer([&heard](const dsh::notice &n) { heard += n.kind == "event"; });
+  std::vector<dsh::session> sessions;
+  for (int t = 0; t < threads; ++t) sessions.push_back(dsh::session::create(st));
+  std::atomic<bool> done{false};
+  std::thread replacer([&] {
+    while (!done) st.set_observer([&heard](const dsh::notice &n) { heard += n.kind == "event"; });
+  });
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < threads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < appends; ++i) {
+        if (!sessions[static_cast<std::size_t>(t)].try_append("turn/start", dsh::json_object().number("turn", i + 1).str()))
+          ++failures;
+        if (!sessions[static_cast<std::size_t>(t)].try_append(
+                "turn/end", dsh::json_object().number("turn", i + 1).raw("reason", R"({"kind":"completed"})").str()))
+          ++failures;
+      }
+    });
+  }
+  for (auto &w : writers) w.join();
+  done = true;
+  replacer.join();
+  check(failures == 0 && heard == threads * appends * 2, "threads: every append committed and heard once",
+        std::to_string(failures) + " failures, " + std::to_string(heard) + " heard");
+}
+
 // A SQLite store in a directory whose name a hand-written JSON string would
 // get wrong: write, fork, reopen, repair, inspect, remove, windowed open.
 void test_sqlite(const std::filesystem::path &root) {
@@ -431,6 +467,7 @@ int main() {
   test_error_parse();
   test_memory_store();
   test_observer();
+  test_threads();
   test_lifetimes();
 
   char tmpl[] = "/tmp/dsh-cpp-host-XXXXXX";
