@@ -602,7 +602,7 @@ class error : public std::runtime_error {
   std::optional<std::size_t> index() const noexcept { return data_->index; }
   /** The reference engine's code where the library gives one (fork errors), else "". */
   const std::string &reference_code() const noexcept { return data_->reference_code; }
-  /** The underlying rule where the library gives one, else "". */
+  /** The inner rule id a wrapping rule reports (load.validation: the rule the stored data broke), else "". */
   const std::string &cause() const noexcept { return data_->cause; }
   /** The error object exactly as the library wrote it. */
   const std::string &json() const noexcept { return data_->json; }
