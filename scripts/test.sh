@@ -54,5 +54,8 @@ echo "quickstart ran"
 echo "==> packaging: CMake package, pkg-config, static archive, C suites (reuses the release build)"
 DSH_PACKAGING_CARGO_TARGET_DIR=$PWD/target ./scripts/test-packaging.sh
 
+echo "==> backends: the C library without postgres (cargo build --no-default-features --features sqlite,jsonl), its symbols and sizes"
+./scripts/test-backends.sh
+
 echo "==> README: every code block, each shell block twice"
 ./scripts/test-readme.sh
