@@ -25,9 +25,11 @@ fi
 echo "==> format and lints"
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
-# The core's backends are cargo features: every choice must build cleanly.
+# The backends are cargo features of the core and of the C library (which
+# passes them down): every choice must build cleanly.
 for features in "" sqlite jsonl postgres; do
     cargo clippy --locked -p dsh-session --lib --no-default-features --features "$features" -- -D warnings
+    cargo clippy --locked -p dsh-session-ffi --no-default-features --features "$features" -- -D warnings
 done
 
 echo "==> cargo test (unit, conformance vectors, checklist, contract, crash, C ABI misuse)"
