@@ -179,7 +179,11 @@ uint32_t dsh_abi_version(void);
 
 /**
  * Build information: `{"version","abi","features":[...],"sqlite":"3.x.y"}`;
- * `features` names the storage backends and encodings compiled in.
+ * `features` names the storage backends and encodings compiled in
+ * (`"memory"` always; `"jsonl"`, `"sqlite"`, `"postgres"` as the library
+ * was built, and `"zstd"` with either of the first two); `"sqlite"` is
+ * `null` without the SQLite backend. A store configuration naming a
+ * backend not listed is refused (`config.backend-not-built`).
  * Returns `DSH_OK`.
  *
  * # Safety
@@ -478,7 +482,8 @@ dsh_status dsh_session_request_context(struct dsh_session *session, struct dsh_b
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_INVALID_ARGUMENT` (NULL
  * `store`, non-UTF-8 text, bad configuration, a backend not in this
- * build), `DSH_E_IO`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_CONFLICT`.
+ * build: `config.backend-not-built`, whose message lists the backends it
+ * has), `DSH_E_IO`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_CONFLICT`.
  *
  * # Safety
  * Pointers are NULL or valid for the call; `config_json` is NUL-terminated.

@@ -17,8 +17,11 @@
 #      dsh_session.hpp, built and run; the version file accepts and refuses;
 #   5. the prefix is moved and the consumer built and run again (relocatable);
 #   6. pkg-config consumers (dsh-session, --static dsh-session-static), the C++
-#      host on the installed dsh_session.hpp, and the static host that
-#      defines sqlite3_open itself, against the moved prefix.
+#      host on the installed dsh_session.hpp, the static host that defines
+#      sqlite3_open itself, and the host that uses the system's SQLite and
+#      zstd (shared, then static) next to the installed archive, against the
+#      moved prefix; the last two also against cargo's unprocessed archive,
+#      where they must fail.
 #
 # Prints one line per check and ends with the plain line "N passed, M failed";
 # exits non-zero when anything failed. Installs missing Debian packages when
@@ -71,6 +74,20 @@ expect() {
     shift
     if "$@"; then ok "$name"; else fail "$name"; fi
 }
+# run_checks NAME COMMAND...: run a program that prints ok/FAIL lines and fold
+# them into the totals; a failure without a FAIL line fails NAME.
+run_checks() {
+    local name=$1 log rc
+    shift
+    log=$logs/$(tr -c 'A-Za-z0-9_.-' '_' <<<"$name").log
+    "$@" >"$log" 2>&1
+    rc=$?
+    count_checks "$name" "$log"
+    if [ "$rc" != 0 ] && ! grep -q '^FAIL' "$log"; then
+        fail "$name" "exit $rc (log: $log)"
+        tail -n 20 "$log" | sed 's/^/#  /'
+    fi
+}
 # count_checks NAME LOG: fold the ok/FAIL lines of a sub-check into the totals.
 count_checks() {
     local line
@@ -90,6 +107,10 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v cc >/dev/null && command -v c++ >/dev/null || need+=(build-essential)
 for t in readelf nm objcopy ld ar; do command -v $t >/dev/null || { need+=(binutils); break; }; done
+# The system's SQLite and zstd, for the host that links them next to the archive.
+for h in sqlite3:libsqlite3-dev zstd:libzstd-dev; do
+    echo "#include <${h%%:*}.h>" | cc -E - >/dev/null 2>&1 || need+=("${h#*:}")
+done
 if ((${#need[@]})); then
     if [ "$(id -u)" = 0 ]; then
         echo "==> apt-get install ${need[*]}"
@@ -132,6 +153,9 @@ echo "# configure + build: $((SECONDS - t)) s"
 t=$SECONDS
 nvalgrind=$(ctest --test-dir "$build" -N -L valgrind 2>/dev/null | sed -n 's/^Total Tests: //p')
 expect "valgrind tests registered (label valgrind: ${nvalgrind:-0})" test "${nvalgrind:-0}" -gt 0
+nsystem=$(ctest --test-dir "$build" -N -R '_host_system_libs$' 2>/dev/null | sed -n 's/^Total Tests: //p')
+expect "the hosts with the system's SQLite and zstd are registered (c_*_host_system_libs: ${nsystem:-0})" \
+    test "${nsystem:-0}" = 2
 ctest --test-dir "$build" --output-on-failure -j2 >"$logs/ctest.log" 2>&1
 ctest_rc=$?
 before=$failed
@@ -250,6 +274,19 @@ host=bindings/c/tests/host_sqlite.c
 step "static link of a host defining sqlite3_open (installed archive)" bash -c \
     "cc -std=c99 -Wall -Wextra -Werror $host \$(pkg-config --static --cflags --libs dsh-session-static) -o $work/host_sqlite" &&
     step "run the host defining sqlite3_open" "$work/host_sqlite"
+# A host that uses the system's SQLite and zstd beside the installed archive:
+# the host's calls reach the system libraries, the library's its own copies,
+# and the library's zstd never calls the host's ZSTD_trace_* hooks.
+sys_host=bindings/c/tests/host_system_libs.c
+echo "# $sys_host: sqlite3_*/ZSTD_* of the host are the system's (version, dladdr), the library writes and reads its SQLite and zstd JSONL stores, ZSTD_trace_* hooks of the host stay the host's"
+step "static link: a host with the system's shared libsqlite3 and libzstd + the installed archive" bash -c \
+    "cc -std=c99 -Wall -Wextra -Werror -DHOST_SHARED_SYSTEM_LIBS $sys_host \$(pkg-config --static --cflags --libs dsh-session-static) \
+     -lsqlite3 -lzstd -o $work/host_system_shared" &&
+    run_checks "host with shared system libs" "$work/host_system_shared"
+step "static link: a host with the system's libsqlite3.a and libzstd.a + the installed archive" bash -c \
+    "cc -std=c99 -Wall -Wextra -Werror $sys_host \$(pkg-config --static --cflags --libs dsh-session-static) \
+     -Wl,-Bstatic -lsqlite3 -lzstd -Wl,-Bdynamic -lpthread -ldl -lm -o $work/host_system_static" &&
+    run_checks "host with static system libs" "$work/host_system_static"
 # ... and why the archive is post-processed: cargo's own archive cannot link it.
 raw=$cargo_target/release/libdsh_session.a
 if [ -f "$raw" ]; then
@@ -257,6 +294,12 @@ if [ -f "$raw" ]; then
     raw_rc=$?
     expect "the same host against cargo's unprocessed archive fails: multiple definition of sqlite3_open" \
         bash -c "[ $raw_rc != 0 ] && grep -q 'multiple definition of .sqlite3_open' '$logs/raw.log'"
+    cc -std=c99 -Iinclude -DHOST_SHARED_SYSTEM_LIBS "$sys_host" "$raw" -lsqlite3 -lzstd -lpthread -ldl -lm \
+        -o "$work/host_system_raw" >"$logs/system-raw.log" 2>&1 && "$work/host_system_raw" >>"$logs/system-raw.log" 2>&1
+    raw_rc=$?
+    expect "the system-libs host against cargo's unprocessed archive fails: its calls reach the bundled copies" \
+        bash -c "[ $raw_rc != 0 ] && grep -q '^FAIL the host' '$logs/system-raw.log'"
+    grep '^FAIL' "$logs/system-raw.log" | sed 's/^/#   (as it should) /'
 fi
 
 finish

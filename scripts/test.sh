@@ -25,9 +25,11 @@ fi
 echo "==> format and lints"
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
-# The core's backends are cargo features: every choice must build cleanly.
+# The backends are cargo features of the core and of the C library (which
+# passes them down): every choice must build cleanly.
 for features in "" sqlite jsonl postgres; do
     cargo clippy --locked -p dsh-session --lib --no-default-features --features "$features" -- -D warnings
+    cargo clippy --locked -p dsh-session-ffi --no-default-features --features "$features" -- -D warnings
 done
 
 echo "==> cargo test (unit, conformance vectors, checklist, contract, crash, C ABI misuse)"
@@ -53,6 +55,9 @@ echo "quickstart ran"
 
 echo "==> packaging: CMake package, pkg-config, static archive, C suites (reuses the release build)"
 DSH_PACKAGING_CARGO_TARGET_DIR=$PWD/target ./scripts/test-packaging.sh
+
+echo "==> backends: the C library without postgres (cargo build --no-default-features --features sqlite,jsonl), its symbols and sizes"
+./scripts/test-backends.sh
 
 echo "==> README: every code block, each shell block twice"
 ./scripts/test-readme.sh

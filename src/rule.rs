@@ -209,6 +209,7 @@ rules! {
     ConfigInvalid = "config.invalid",
     ConfigEventType = "config.event-type",
     ConfigEventTypeReserved = "config.event-type-reserved",
+    ConfigBackendNotBuilt = "config.backend-not-built",
     SqliteHeaderColumn = "sqlite.header-column",
     StoreClosed = "store.closed",
     HandleClosed = "handle.closed",

@@ -87,6 +87,71 @@ pub(crate) fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Status;
+    use crate::store::{Store, BACKENDS};
+
+    #[test]
+    fn a_backend_the_build_lacks_is_refused_naming_the_ones_it_has() {
+        let desktop = ["memory", "sqlite", "jsonl"];
+        for name in desktop {
+            check_built(name, &desktop).unwrap();
+        }
+        let e = check_built("postgres", &desktop).unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+        assert_eq!(e.rule, Rule::ConfigBackendNotBuilt);
+        assert!(e.message.contains("no postgres backend"), "{e}");
+        assert!(e.message.ends_with("it has: memory, sqlite, jsonl"), "{e}");
+        let e = check_built("sqlite", &["memory", "postgres"]).unwrap_err();
+        assert!(e.message.contains("no sqlite backend"), "{e}");
+        assert!(e.message.ends_with("it has: memory, postgres"), "{e}");
+    }
+
+    /// Every backend of this build passes the check and every other one is
+    /// refused, by `check` (the C ABI's and `Store::open`'s) and by
+    /// `BackendConfig::open` (the CLI's), before anything is touched.
+    /// `scripts/test.sh` runs it on a build without postgres too.
+    #[test]
+    fn this_build_refuses_exactly_the_backends_it_lacks() {
+        let dir = std::env::temp_dir().join("dsh-config-backend-not-built");
+        let configs = [
+            StoreConfig::memory(),
+            StoreConfig::sqlite(dir.join("never-created.db")),
+            StoreConfig::jsonl(dir.join("never-created")),
+            // Port 1 of a documentation address: a connection would fail
+            // (or hang); a build without postgres must not try.
+            StoreConfig::postgres("postgresql://u@192.0.2.1:1/db"),
+        ];
+        let mut refused = Vec::new();
+        for config in configs {
+            let name = config.backend.name();
+            if BACKENDS.contains(&name) {
+                config.check().unwrap();
+                continue;
+            }
+            refused.push(name);
+            let want = format!("it has: {}", BACKENDS.join(", "));
+            for e in [
+                config.check().unwrap_err(),
+                Store::open(config.clone()).expect_err("refused"),
+                config.backend.open().err().expect("refused"),
+            ] {
+                assert_eq!(e.status, Status::InvalidArgument, "{e}");
+                assert_eq!(e.rule, Rule::ConfigBackendNotBuilt, "{e}");
+                assert!(e.message.contains(&format!("no {name} backend")), "{e}");
+                assert!(e.message.ends_with(&want), "{e}");
+            }
+        }
+        assert!(!dir.exists(), "a refused backend created {}", dir.display());
+        let lacking: &[&str] = &[
+            #[cfg(not(feature = "sqlite"))]
+            "sqlite",
+            #[cfg(not(feature = "jsonl"))]
+            "jsonl",
+            #[cfg(not(feature = "postgres"))]
+            "postgres",
+        ];
+        assert_eq!(refused, lacking);
+    }
 
     #[test]
     fn a_postgres_configuration_prints_no_password() {
@@ -166,6 +231,26 @@ fn config_error(message: impl Into<String>) -> Error {
     Error::invalid_argument(Rule::ConfigInvalid, message)
 }
 
+/// The rule for a backend this build lacks (`config.backend-not-built`):
+/// `name` must be one of `built` (the build's [`BACKENDS`](super::BACKENDS)).
+fn check_built(name: &str, built: &[&str]) -> Result<()> {
+    if built.contains(&name) {
+        return Ok(());
+    }
+    Err(not_built(name, built))
+}
+
+/// The refusal of the backend `name`, listing the backends `built`.
+fn not_built(name: &str, built: &[&str]) -> Error {
+    Error::invalid_argument(
+        Rule::ConfigBackendNotBuilt,
+        format!(
+            "this build of dsh-session has no {name} backend (built without the \"{name}\" feature); it has: {}",
+            built.join(", ")
+        ),
+    )
+}
+
 /// The rule for a write-behind window (`config.invalid`): at most
 /// 2147483647 ms.
 pub fn check_batch_window(ms: u64) -> Result<()> {
@@ -241,12 +326,14 @@ impl StoreConfig {
         self
     }
 
-    /// The rules a configuration follows whatever built it
-    /// (`config.invalid`): a window of at most 2147483647 ms, a non-empty
-    /// path without NUL, a PostgreSQL statement timeout of 1 to 2147483647
-    /// ms, exclusive locking on SQLite only, a reader on a backend that has
-    /// a writer to read beside.
+    /// The rules a configuration follows whatever built it: a backend
+    /// this build has (`config.backend-not-built`), then (`config.invalid`)
+    /// a window of at most 2147483647 ms, a non-empty path without NUL, a
+    /// PostgreSQL statement timeout of 1 to 2147483647 ms, exclusive locking
+    /// on SQLite only, a reader on a backend that has a writer to read
+    /// beside.
     pub fn check(&self) -> Result<()> {
+        check_built(self.backend.name(), super::BACKENDS)?;
         check_batch_window(self.batch_window_ms)?;
         match &self.backend {
             BackendConfig::Memory => {}
@@ -320,11 +407,7 @@ impl BackendConfig {
                 std::time::Duration::from_millis(*statement_timeout_ms),
             )?)),
             #[allow(unreachable_patterns)]
-            other => Err(config_error(format!(
-                "this build has no {} backend (the crate's \"{}\" feature is off)",
-                other.name(),
-                other.name()
-            ))),
+            other => Err(not_built(other.name(), super::BACKENDS)),
         }
     }
 

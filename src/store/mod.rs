@@ -59,8 +59,8 @@ use crate::rule::Rule;
 use writer::{lock_backend, SharedBackend, Writer};
 
 /// The storage backends and encodings compiled into this build (cargo
-/// features `jsonl` and `sqlite`, each of which brings zstd), in the order
-/// `dsh_build_info` lists them.
+/// features `jsonl`, `sqlite` and `postgres`; the first two bring zstd), in
+/// the order `dsh_build_info` lists them.
 pub const FEATURES: &[&str] = &[
     "memory",
     #[cfg(feature = "jsonl")]
@@ -71,6 +71,20 @@ pub const FEATURES: &[&str] = &[
     "postgres",
     #[cfg(any(feature = "jsonl", feature = "sqlite"))]
     "zstd",
+];
+
+/// The backends compiled into this build, by their names in a store
+/// configuration (`memory` always; `sqlite`, `jsonl` and `postgres` are
+/// cargo features). A configuration naming another one is refused with
+/// `config.backend-not-built`.
+pub const BACKENDS: &[&str] = &[
+    "memory",
+    #[cfg(feature = "sqlite")]
+    "sqlite",
+    #[cfg(feature = "jsonl")]
+    "jsonl",
+    #[cfg(feature = "postgres")]
+    "postgres",
 ];
 
 /// The version of the SQLite library the `sqlite` backend is built with

@@ -9,6 +9,8 @@
 #   - nm -D --defined-only: only dsh_* function symbols, no sqlite3_*, and
 #     exactly the dsh_* functions the header declares
 #   - nm on the archive: no global symbol outside dsh_*, every header function defined
+#   - nm -u on both: no undefined symbol of the bundled SQLite's or zstd's (sqlite3*, ZSTD_*,
+#     ZDICT_*), which would bind to a host's definition (zstd's weak ZSTD_trace_* hooks)
 # Prints "ok ..." / "FAIL ...: why" per check, then "artifacts: N passed, M failed".
 set -uo pipefail
 
@@ -102,6 +104,15 @@ check "the archive has no global symbol outside dsh_*" \
 a_missing=$(comm -23 <(echo "$header_fns") <(echo "$globals"))
 check "every header function is a global of the archive" \
     "missing: $(tr '\n' ' ' <<<"$a_missing")" test -z "$a_missing"
+
+# Undefined references into the bundled libraries' names: the linker or the
+# loader would bind them to a host's definitions.
+bundled='^(sqlite3|ZSTD_|ZDICT_)'
+so_undef=$(nm -D --undefined-only "$real" 2>/dev/null | awk '{print $NF}' | sed 's/@.*//' | grep -E "$bundled")
+check ".so refers to no undefined sqlite3*/ZSTD_*/ZDICT_* symbol" "$(tr '\n' ' ' <<<"$so_undef")" test -z "$so_undef"
+a_undef=$(nm --undefined-only "$archive" 2>/dev/null | awk 'NF >= 2 {print $NF}' | grep -E "$bundled" | sort -u)
+check "the archive refers to no undefined sqlite3*/ZSTD_*/ZDICT_* symbol" "$(tr '\n' ' ' <<<"$a_undef")" \
+    test -z "$a_undef"
 
 echo "artifacts: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -283,7 +283,11 @@ pub extern "C" fn dsh_abi_version() -> u32 {
 }
 
 /// Build information: `{"version","abi","features":[...],"sqlite":"3.x.y"}`;
-/// `features` names the storage backends and encodings compiled in.
+/// `features` names the storage backends and encodings compiled in
+/// (`"memory"` always; `"jsonl"`, `"sqlite"`, `"postgres"` as the library
+/// was built, and `"zstd"` with either of the first two); `"sqlite"` is
+/// `null` without the SQLite backend. A store configuration naming a
+/// backend not listed is refused (`config.backend-not-built`).
 /// Returns `DSH_OK`.
 ///
 /// # Safety

@@ -20,7 +20,8 @@ use ::dsh_session::store::{Notice, Store};
 ///
 /// Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_INVALID_ARGUMENT` (NULL
 /// `store`, non-UTF-8 text, bad configuration, a backend not in this
-/// build), `DSH_E_IO`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_CONFLICT`.
+/// build: `config.backend-not-built`, whose message lists the backends it
+/// has), `DSH_E_IO`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_CONFLICT`.
 ///
 /// # Safety
 /// Pointers are NULL or valid for the call; `config_json` is NUL-terminated.
