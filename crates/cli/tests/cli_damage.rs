@@ -166,5 +166,9 @@ fn a_turn_repair_cannot_close_is_corrupt_not_repairable() {
     let (code, _, err) = run(&["repair", s(&db), "r1"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("load.validation"), "{err}");
-    assert_eq!(std::fs::read(&db).unwrap(), before, "a refused repair wrote");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a refused repair wrote"
+    );
 }
