@@ -302,7 +302,6 @@ impl Backend for JsonlBackend {
 
     fn list(&mut self) -> Result<Vec<Listed>> {
         let mut out = Vec::new();
-        use std::os::unix::fs::MetadataExt;
         let mut seen = HashSet::new();
         let mut seen_files = HashSet::new();
         for project in layout::sub_dirs(&self.root)? {
@@ -339,7 +338,7 @@ impl Backend for JsonlBackend {
                 let Some(meta) = layout::stat_at(faults::Point::ListStat, &log)? else {
                     continue;
                 };
-                if !seen_files.insert((meta.dev(), meta.ino())) {
+                if !seen_files.insert(meta.id()) {
                     continue; // the same physical file under another name
                 }
                 let Some(header) = read::read_first_header(&log, self.compression)? else {
