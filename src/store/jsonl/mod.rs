@@ -29,6 +29,8 @@ mod tests_faults;
 mod tests_layout;
 #[cfg(test)]
 mod tests_scan_paths;
+#[cfg(all(test, windows))]
+mod tests_windows;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;

@@ -335,19 +335,27 @@ fn round_trip_every_shape_in_both_encodings() {
             .join("sess~002F1")
             .join(layout::log_name(compression));
         assert!(path.is_file());
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        assert_eq!(
-            fs::metadata(path.parent().unwrap())
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
-            0o700
-        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+            assert_eq!(
+                fs::metadata(path.parent().unwrap())
+                    .unwrap()
+                    .permissions()
+                    .mode()
+                    & 0o777,
+                0o700
+            );
+        }
+        // Windows: the log and its directory are this user's alone.
+        #[cfg(windows)]
+        for (p, dir) in [(path.as_path(), false), (path.parent().unwrap(), true)] {
+            assert_eq!(crate::store::platform::check_private(p, dir).unwrap(), None);
+        }
         assert_eq!(files_under(&root.0), vec![path]);
         // Appending after a reopen continues the log and changes the revision.
         let more = ev(r#"{"type":"turn/start","seq":25,"time":1,"data":{"turn":2}}"#);
@@ -478,10 +486,18 @@ fn root_handling() {
     let root = TempRoot::new("rootfile");
     let nested = root.0.join("a/b");
     JsonlBackend::open(&nested, Compression::None).unwrap();
-    use std::os::unix::fs::PermissionsExt;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&nested).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+    #[cfg(windows)]
     assert_eq!(
-        fs::metadata(&nested).unwrap().permissions().mode() & 0o777,
-        0o700
+        crate::store::platform::check_private(&nested, true).unwrap(),
+        None
     );
     let file = root.0.join("file");
     fs::write(&file, b"").unwrap();

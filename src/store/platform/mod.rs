@@ -31,6 +31,24 @@ pub use windows::*;
 /// number, file index) on Windows.
 pub type FileId = (u64, u64);
 
+/// Tests: make the existing file `path` this user's alone (Unix: mode
+/// 0600; Windows: its bytes in a new private file in its place).
+#[cfg(test)]
+pub fn make_private(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    #[cfg(windows)]
+    {
+        use std::io::Write;
+        let bytes = std::fs::read(path).unwrap();
+        std::fs::remove_file(path).unwrap();
+        create_private(path).unwrap().write_all(&bytes).unwrap();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

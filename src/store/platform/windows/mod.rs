@@ -30,8 +30,9 @@ use windows_sys::Win32::Storage::FileSystem::{
 };
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
-#[cfg(feature = "sqlite")]
 pub use security::check_private;
+#[cfg(test)]
+pub use security::create_with_sddl;
 
 use super::FileId;
 

@@ -155,10 +155,12 @@ impl PrivateDescriptor {
     /// `O:<user>D:P(A;OICI;FA;;;<user>)`.
     pub fn new() -> io::Result<PrivateDescriptor> {
         let user = &me()?.user_text;
-        let sddl: Vec<u16> = format!("O:{user}D:P(A;OICI;FA;;;{user})")
-            .encode_utf16()
-            .chain(Some(0))
-            .collect();
+        PrivateDescriptor::from_sddl(&format!("O:{user}D:P(A;OICI;FA;;;{user})"))
+    }
+
+    /// The descriptor the SDDL text `sddl` describes.
+    fn from_sddl(sddl: &str) -> io::Result<PrivateDescriptor> {
+        let sddl: Vec<u16> = sddl.encode_utf16().chain(Some(0)).collect();
         let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
         // SAFETY: `sddl` is NUL-terminated; `sd` receives a LocalAlloc'd
         // descriptor that Drop frees.
@@ -190,6 +192,37 @@ impl Drop for PrivateDescriptor {
         // SAFETY: the descriptor came from LocalAlloc and is freed once.
         unsafe { LocalFree(self.attributes.lpSecurityDescriptor) };
     }
+}
+
+/// Tests: create the file (or directory) `path` with the security
+/// descriptor the SDDL text `sddl` describes.
+#[cfg(test)]
+pub fn create_with_sddl(path: &Path, sddl: &str, directory: bool) -> io::Result<()> {
+    use windows_sys::Win32::Storage::FileSystem::{CreateDirectoryW, CreateFileW, CREATE_NEW};
+    let sd = PrivateDescriptor::from_sddl(sddl)?;
+    let name = super::wide(path);
+    if directory {
+        // SAFETY: `name` is NUL-terminated; the descriptor lives for the call.
+        return check(unsafe { CreateDirectoryW(name.as_ptr(), sd.attributes()) });
+    }
+    // SAFETY: as above; the handle returned is closed at once.
+    let handle = unsafe {
+        CreateFileW(
+            name.as_ptr(),
+            GENERIC_WRITE,
+            SHARE_ALL,
+            sd.attributes(),
+            CREATE_NEW,
+            0,
+            std::ptr::null_mut(),
+        )
+    };
+    if handle == windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a valid handle, closed once.
+    unsafe { CloseHandle(handle) };
+    Ok(())
 }
 
 /// Why the entry at `path` is not this user's alone, or `None` when it
