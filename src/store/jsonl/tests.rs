@@ -141,7 +141,10 @@ pub(super) fn assert_same(loaded: &[Value], appended: &[Arc<Event>]) {
     }
 }
 
+/// The files under `dir`, but for the root's lock file (Windows).
 pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
+    #[cfg(windows)]
+    let lock = dir.join(crate::store::platform::LOCK_FILE);
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -153,6 +156,8 @@ pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
             }
         }
     }
+    #[cfg(windows)]
+    out.retain(|p| *p != lock);
     out
 }
 

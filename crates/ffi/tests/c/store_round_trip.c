@@ -74,7 +74,7 @@ static void round_trip(const char *label, const char *config) {
     dsh_buf_free(&out);
 
     snprintf(what, sizeof what, "%s: session created", label);
-    expect(dsh_session_create(store, "{\"id\":\"host\",\"cwd\":\"C:/work/demo\"}", &s, &out) == DSH_OK,
+    expect(dsh_session_create(store, "{\"id\":\"host\",\"cwd\":\"/work/demo\"}", &s, &out) == DSH_OK,
            what, &out);
     dsh_buf_free(&out);
     if (!s) return;
