@@ -17,7 +17,9 @@
 #   crates/ffi/tests/c/store_round_trip.c (a SQLite and a JSONL store:
 #   append a turn, flush, fork, the lock, reopen: the C ABI of
 #   crates/ffi-impl over both file backends), plus the ABI misuse program
-#   (crates/ffi/tests/c/abi_misuse.c, threads included) against the DLL.
+#   (crates/ffi/tests/c/abi_misuse.c, threads included) against the DLL;
+# - the CLI (dsh-session.exe), listing and verifying the stores the C host
+#   left.
 # The rest is platform-independent (json, engine: Linux runs it) or Unix
 # by nature (SIGKILL crash trials, LD_PRELOAD system-call faults, symlink
 # and mode-bit tests). Tests that Wine cannot show are #[ignore]d on
@@ -133,6 +135,19 @@ rm -rf "$c_dir/dll" "$c_dir/static" && mkdir -p "$c_dir/dll" "$c_dir/static"
 c_windows store_round_trip dll
 c_windows store_round_trip_static static
 c_windows abi_misuse
+
+# The CLI, on the stores the C host left: it lists and verifies them.
+echo "windows: the CLI (dsh-session.exe list / verify)"
+cargo build --locked -p dsh-session-cli --target "$target" 2>&1 | grep -v "^ *Compiling" || true
+place_shim "$out"
+cli() { (cd "$c_dir" && wine "$out/dsh-session.exe" "$@") | tr -d '\r'; }
+listed=$(cli list dll/store.db)
+echo "$listed"
+[[ $listed == *host-fork* ]] || { echo "windows: FAILED: the CLI's list" >&2; exit 1; }
+verified=$(cli verify dll/jsonl)
+echo "$verified"
+[[ $verified == *"2 clean, 0 repairable, 0 corrupt"* ]] || { echo "windows: FAILED: the CLI's verify" >&2; exit 1; }
+run=$((run + 2))
 
 echo "windows: $run run, $skipped skipped"
 echo "windows: $run passed, 0 failed, $skipped skipped"
