@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of dsh-session, with the set-up a fresh machine needs.
 # Installs missing system packages from Debian (valgrind, pkg-config, a C
-# compiler, PostgreSQL); crates come from crates.io through cargo.
+# compiler, PostgreSQL, mingw-w64 and Wine for the Windows suite) and the
+# rustup target x86_64-pc-windows-gnu; crates come from crates.io through cargo.
 # DSH_TEST_POSTGRES_URL points the PostgreSQL tests at a server of the
 # caller's; DSH_TEST_NO_POSTGRES=1 runs without one (they say skipped).
 set -euo pipefail
@@ -58,6 +59,9 @@ DSH_PACKAGING_CARGO_TARGET_DIR=$PWD/target ./scripts/test-packaging.sh
 
 echo "==> backends: the C library without postgres (cargo build --no-default-features --features sqlite,jsonl), its symbols and sizes"
 ./scripts/test-backends.sh
+
+echo "==> Windows: cross-built with mingw-w64, Rust tests and C programs under Wine"
+./scripts/test-windows.sh
 
 echo "==> README: every code block, each shell block twice"
 ./scripts/test-readme.sh

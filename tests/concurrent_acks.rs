@@ -325,8 +325,12 @@ fn run(name: &str) {
             let d = std::env::temp_dir().join(format!("dsh-race-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&d);
             std::fs::create_dir_all(&d).unwrap();
-            let perm = std::os::unix::fs::PermissionsExt::from_mode(0o700);
-            std::fs::set_permissions(&d, perm).unwrap();
+            // Windows: a directory nobody else may write already passes.
+            #[cfg(unix)]
+            {
+                let perm = std::os::unix::fs::PermissionsExt::from_mode(0o700);
+                std::fs::set_permissions(&d, perm).unwrap();
+            }
             d.to_string_lossy().into_owned()
         }
     };

@@ -17,6 +17,8 @@ pub mod jsonl;
 #[cfg(any(feature = "jsonl", feature = "sqlite"))]
 mod lockinfo;
 pub mod memory;
+#[cfg(any(feature = "jsonl", feature = "sqlite"))]
+pub(crate) mod platform;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(any(feature = "jsonl", feature = "sqlite"))]
@@ -450,14 +452,16 @@ impl Store {
     /// system, so resident memory after an open tracks the session rather
     /// than the peak of reading it. Process-wide, so the host's choice.
     fn return_freed_memory(&self) {
-        if !self.trim_heap {
-            return;
-        }
+        // Elsewhere than glibc there is no call for it: nothing to do.
+        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+        let _ = self.trim_heap;
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: malloc_trim only releases free heap memory; no pointer is
-        // involved and it is safe to call at any time from any thread.
-        unsafe {
-            libc::malloc_trim(0);
+        if self.trim_heap {
+            // SAFETY: malloc_trim only releases free heap memory; no pointer
+            // is involved and it is safe to call at any time from any thread.
+            unsafe {
+                libc::malloc_trim(0);
+            }
         }
     }
 

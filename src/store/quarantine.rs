@@ -11,10 +11,10 @@
 //! one more is refused (`quarantine.full`) until the host has looked at
 //! them and removed some. Nothing here ever removes a copy.
 
-use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use super::platform;
 
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
@@ -63,7 +63,8 @@ pub fn list(dir: &Path, log: &str) -> Result<Vec<PathBuf>> {
 }
 
 /// Keep `bytes`, cut at `at` from the log `dir/log`, in a new file beside
-/// it (mode 0600, never through a link), synced with the directory: call
+/// it (mode 0600 on Unix, a DACL for this user alone on Windows; never
+/// through a link), synced with the directory: call
 /// before the cut. `label` names the place of the cut in the file name
 /// (the offset, or `<session>-<seq>`). A copy of the same place holding the
 /// same bytes (left by a repair that failed after its copy) is reused.
@@ -97,13 +98,7 @@ pub fn keep(dir: &Path, log: &str, label: &str, bytes: &[u8]) -> Result<PathBuf>
                 ),
             ));
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path);
-        let mut file = match file {
+        let mut file = match platform::create_private(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(io_error(Rule::IoOpen, &path, &e)),
@@ -112,11 +107,23 @@ pub fn keep(dir: &Path, log: &str, label: &str, bytes: &[u8]) -> Result<PathBuf>
             .map_err(|e| io_error(Rule::IoWrite, &path, &e))?;
         file.sync_all()
             .map_err(|e| io_error(Rule::IoFsync, &path, &e))?;
-        let d = File::open(dir).map_err(|e| io_error(Rule::IoOpen, dir, &e))?;
-        d.sync_all().map_err(|e| io_error(Rule::IoFsync, dir, &e))?;
+        sync_dir(dir)?;
         return Ok(path);
     }
     unreachable!("an unbounded search ends by returning")
+}
+
+/// Sync the directory `dir` (Unix: a failed open is `io.open`, a failed
+/// sync `io.fsync`; Windows: [`platform::fsync_dir`]).
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> Result<()> {
+    let d = std::fs::File::open(dir).map_err(|e| io_error(Rule::IoOpen, dir, &e))?;
+    d.sync_all().map_err(|e| io_error(Rule::IoFsync, dir, &e))
+}
+
+#[cfg(not(unix))]
+fn sync_dir(dir: &Path) -> Result<()> {
+    platform::fsync_dir(dir).map_err(|e| io_error(Rule::IoFsync, dir, &e))
 }
 
 #[cfg(test)]
@@ -139,9 +146,13 @@ mod tests {
         let b = keep(&d, "session.jsonl", "10", b"xyz").unwrap();
         assert_eq!(b, d.join("session.jsonl.cut-10-1"));
         assert_eq!(std::fs::read(&b).unwrap(), b"xyz");
-        let mode =
-            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&b).unwrap().permissions());
-        assert_eq!(mode & 0o777, 0o600);
+        #[cfg(unix)]
+        {
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(&b).unwrap().permissions(),
+            );
+            assert_eq!(mode & 0o777, 0o600);
+        }
         assert_eq!(list(&d, "session.jsonl").unwrap().len(), 2);
         assert!(list(&d, "other.jsonl").unwrap().is_empty());
         let _ = std::fs::remove_dir_all(&d);

@@ -13,6 +13,8 @@ impl Temp {
         let d = std::env::temp_dir().join(format!("dsh-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
+        // Windows: a directory nobody else may write already passes.
+        #[cfg(unix)]
         std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
         Temp(d)
     }

@@ -11,7 +11,6 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
 use super::faults::{self, Point};
@@ -21,6 +20,7 @@ use super::scan::memchr;
 use super::zstd_frames::{compress_frame_at, decode_frame, scan_stream};
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
+use crate::store::platform;
 
 /// The text a merged frame holds at most (it ends at the last line end
 /// before this size). About the window `zstd -3` keeps over a whole file,
@@ -148,16 +148,13 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
         return Ok(None);
     };
     let old = open_read(path).map_err(|e| io_error(Rule::IoOpen, path, &e))?;
-    let meta = old
-        .metadata()
-        .map_err(|e| io_error(Rule::IoStat, path, &e))?;
+    let meta = platform::fstat(&old).map_err(|e| io_error(Rule::IoStat, path, &e))?;
     if meta.len() != len || from >= len {
         return Ok(None);
     }
-    let identity = (meta.dev(), meta.ino());
+    let identity = meta.id();
     let read_at = |at: u64, buf: &mut [u8]| {
-        old.read_exact_at(buf, at)
-            .map_err(|e| io_error(Rule::IoRead, path, &e))
+        platform::read_exact_at(&old, buf, at).map_err(|e| io_error(Rule::IoRead, path, &e))
     };
     // The run's frames (offsets from `from`), scanned a block at a time.
     let mut at = from;
@@ -214,6 +211,9 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
         // Nothing gained: leave the log as it is.
         Ok(out.written < len - start)
     });
+    // Closed before the rename: Windows renames over no file that a
+    // handle of this process holds.
+    drop(old);
     let (merged, file) = match written {
         Ok(Some(done)) => done,
         Ok(None) => {
@@ -227,12 +227,13 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
     };
     // The log must be as it was read: this backend is its only writer, so
     // anything else means the merge is stale.
-    let now = fs::symlink_metadata(path).map_err(|e| io_error(Rule::IoStat, path, &e))?;
-    if (now.dev(), now.ino()) != identity || now.len() != len {
+    let now = platform::lstat(path).map_err(|e| io_error(Rule::IoStat, path, &e))?;
+    if now.id() != identity || now.len() != len {
         let _ = fs::remove_file(&temp);
         return Ok(None);
     }
-    if let Err(e) = fs::rename(&temp, path) {
+    // Write-through on Windows: durable when it returns.
+    if let Err(e) = platform::rename_replace(&temp, path) {
         let _ = fs::remove_file(&temp);
         return Err(io_error(Rule::IoWrite, path, &e));
     }
@@ -272,6 +273,9 @@ fn write_merged(
 ) -> Result<Option<(Output, FileId)>> {
     let failed = |e: io::Error| io_error(Rule::IoWrite, temp, &e);
     let file = fsio::create_temp(temp).map_err(failed)?;
+    // Reads at an offset move the position on Windows: copy from the start.
+    #[cfg(windows)]
+    io::Seek::seek(&mut &*old, io::SeekFrom::Start(0)).map_err(failed)?;
     let copied = io::copy(&mut io::Read::take(old, prefix), &mut &file).map_err(failed)?;
     if copied != prefix {
         return Err(failed(io::Error::other(
@@ -288,9 +292,9 @@ fn write_merged(
         return Ok(None);
     }
     out.file.sync_all().map_err(failed)?;
-    let meta = out.file.metadata().map_err(failed)?;
+    let meta = platform::fstat(&out.file).map_err(failed)?;
     faults::hit(Point::CompactRename, path).map_err(failed)?;
-    Ok(Some((out, (meta.dev(), meta.ino()))))
+    Ok(Some((out, meta.id())))
 }
 
 /// The merged frames being written after the copied prefix.
@@ -371,10 +375,11 @@ impl super::JsonlBackend {
             return;
         }
         remove_leftovers(&state.path);
-        let merged = merge(&state.path, &state.tail);
         // The append handle is reopened by path: after a rename it would
-        // write to the old file.
+        // write to the old file (and Windows renames over no file that a
+        // handle of this process holds).
         state.file = None;
+        let merged = merge(&state.path, &state.tail);
         match merged {
             Ok(Some(m)) => {
                 state.tail = m.tail;

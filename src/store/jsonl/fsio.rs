@@ -2,10 +2,8 @@
 //! directory creation with parent fsyncs, atomic publication of a new log,
 //! appends with rollback, truncation, and the root lock.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
+use std::fs::{self, File, OpenOptions};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -13,13 +11,12 @@ use super::faults::{self, Point};
 use super::layout::{io_error, is_absent};
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
-use std::os::unix::fs::MetadataExt;
+use crate::store::platform;
 
-/// fsync a directory so that entries created in it are durable.
+/// fsync a directory so that entries created in it are durable (nothing
+/// to do on Windows: [`platform::fsync_dir`]).
 pub fn fsync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_error(Rule::IoFsync, dir, &e))
+    platform::fsync_dir(dir).map_err(|e| io_error(Rule::IoFsync, dir, &e))
 }
 
 fn not_a_directory(path: &Path) -> Error {
@@ -30,16 +27,17 @@ fn not_a_directory(path: &Path) -> Error {
     )
 }
 
-/// Create `dir` (mode 0700) unless it exists, fsyncing its parent after a
-/// creation. An existing non-directory refuses.
+/// Create `dir` (mode 0700; on Windows a DACL for this user alone) unless
+/// it exists, fsyncing its parent after a creation. An existing
+/// non-directory refuses.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
-    match DirBuilder::new().mode(0o700).create(dir) {
+    match platform::create_dir_private(dir) {
         Ok(()) => match dir.parent() {
             Some(parent) => fsync_dir(parent),
             None => Ok(()),
         },
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match fs::symlink_metadata(dir) {
-            Ok(m) if m.file_type().is_symlink() => Err(super::layout::link_refused(dir)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match platform::lstat(dir) {
+            Ok(m) if m.is_link() => Err(super::layout::link_refused(dir)),
             Ok(m) if m.is_dir() => Ok(()),
             Ok(_) => Err(not_a_directory(dir)),
             Err(e) => Err(io_error(Rule::IoMkdir, dir, &e)),
@@ -48,8 +46,9 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Create the root (and missing ancestors, mode 0700) unless it exists;
-/// an existing root must be a directory.
+/// Create the root (and missing ancestors, mode 0700; on Windows a DACL
+/// for this user alone) unless it exists; an existing root must be a
+/// directory.
 pub fn ensure_root(root: &Path) -> Result<()> {
     match fs::metadata(root) {
         Ok(m) if m.is_dir() => return Ok(()),
@@ -59,48 +58,41 @@ pub fn ensure_root(root: &Path) -> Result<()> {
     }
     if let Some(parent) = root.parent() {
         if fs::metadata(parent).is_err() {
-            DirBuilder::new()
-                .mode(0o700)
-                .recursive(true)
-                .create(parent)
+            platform::create_dir_all_private(parent)
                 .map_err(|e| io_error(Rule::IoMkdir, parent, &e))?;
         }
     }
     ensure_dir(root)
 }
 
-/// Take the exclusive advisory lock of `root` (held while the returned
-/// file stays open). Another holder → `store.locked` (`DSH_E_CONFLICT`).
+/// Take the exclusive lock of `root` (held while the returned file stays
+/// open: a `flock` of the root directory on Unix, a `LockFileEx` of the
+/// root's lock file on Windows). Another holder → `store.locked`
+/// (`DSH_E_CONFLICT`).
 pub fn lock_root(root: &Path) -> Result<File> {
-    let dir = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY)
-        .open(root)
-        .map_err(|e| io_error(Rule::IoOpen, root, &e))?;
-    // SAFETY: `dir` owns a valid open descriptor for the whole call;
-    // flock only reads the descriptor number and flag bits.
-    let rc = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(Error::new(
-                Status::Conflict,
-                Rule::StoreLocked,
-                format!(
-                    "the JSONL root {} is in use by another store",
-                    root.display()
-                ),
-            ));
-        }
-        return Err(io_error(Rule::IoLock, root, &e));
+    let lock = platform::open_lock(root).map_err(|e| io_error(Rule::IoOpen, root, &e))?;
+    match platform::try_lock(&lock) {
+        Ok(true) => Ok(lock),
+        Ok(false) => Err(Error::new(
+            Status::Conflict,
+            Rule::StoreLocked,
+            format!(
+                "the JSONL root {} is in use by another store",
+                root.display()
+            ),
+        )),
+        Err(e) => Err(io_error(Rule::IoLock, root, &e)),
     }
-    Ok(dir)
 }
 
 /// 12 random lowercase hex digits.
 pub fn random_hex12() -> String {
     let mut bytes = [0u8; 6];
-    let from_os = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    #[cfg(unix)]
+    let from_os =
+        File::open("/dev/urandom").and_then(|mut f| io::Read::read_exact(&mut f, &mut bytes));
+    #[cfg(not(unix))]
+    let from_os = getrandom::fill(&mut bytes);
     if from_os.is_err() {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
@@ -133,18 +125,14 @@ pub fn temp_beside(path: &Path) -> std::path::PathBuf {
     std::path::PathBuf::from(temp)
 }
 
-/// Create the new file `temp` (mode 0600; never an existing file or link).
+/// Create the new file `temp` (mode 0600, on Windows a DACL for this user
+/// alone; never an existing file or link).
 pub fn create_temp(temp: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(temp)
+    platform::create_private(temp)
 }
 
-/// The identity of a file: (device, inode).
-pub type FileId = (u64, u64);
+/// The identity of a file: (device, inode), on Windows (volume, index).
+pub use crate::store::platform::FileId;
 
 /// Publish a new log at `path` with the content `write` puts into a
 /// fresh file, atomically and without ever replacing an existing file
@@ -169,10 +157,10 @@ pub fn publish(
         let _ = fs::remove_file(&temp);
         return Err(io_error(Rule::IoWrite, &temp, &e));
     }
-    let id = fs::metadata(&temp).map(|m| (m.dev(), m.ino()));
-    let link = fs::hard_link(&temp, path);
-    let _ = fs::remove_file(&temp);
-    match link {
+    let id = platform::lstat(&temp).map(|m| m.id());
+    // A hard link (Unix) or a write-through move (Windows) that never
+    // replaces; the temp name is gone either way.
+    match platform::publish(&temp, path) {
         Ok(()) => *linked = id.ok(),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             return Err(exists_on_materialize(path))
@@ -189,18 +177,14 @@ pub fn publish(
 
 /// The identity of the file at `path` (following no link).
 pub fn file_id(path: &Path) -> Result<FileId> {
-    fs::symlink_metadata(path)
-        .map(|m| (m.dev(), m.ino()))
+    platform::lstat(path)
+        .map(|m| m.id())
         .map_err(|e| io_error(Rule::IoStat, path, &e))
 }
 
 /// Open `path` for appending; `None` when it does not exist.
 pub fn open_append(path: &Path) -> Result<Option<File>> {
-    match OpenOptions::new()
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
+    match platform::open_no_follow(OpenOptions::new().append(true), path) {
         Ok(f) => one_name(f, path).map(Some),
         Err(e) if is_absent(&e) => Ok(None),
         Err(e) => Err(io_error(Rule::IoOpen, path, &e)),
@@ -211,11 +195,9 @@ pub fn open_append(path: &Path) -> Result<Option<File>> {
 /// would change the file under its other name too, which may lie outside
 /// the store (`jsonl.link`).
 fn one_name(file: File, path: &Path) -> Result<File> {
-    use std::os::unix::fs::MetadataExt;
-    let links = file
-        .metadata()
+    let links = platform::fstat(&file)
         .map_err(|e| io_error(Rule::IoStat, path, &e))?
-        .nlink();
+        .links();
     if links > 1 {
         return Err(Error::new(
             Status::Io,
@@ -282,15 +264,11 @@ pub fn append_durable(
 
 /// Cut `path` back to `size` bytes durably (the rollback of a failed append).
 fn cut_back(path: &Path, size: u64) -> io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .and_then(|f| {
-            faults::hit(Point::RollbackTruncate, path)
-                .and_then(|()| f.set_len(size))
-                .and_then(|()| f.sync_all())
-        })
+    platform::open_no_follow(OpenOptions::new().write(true), path).and_then(|f| {
+        faults::hit(Point::RollbackTruncate, path)
+            .and_then(|()| f.set_len(size))
+            .and_then(|()| f.sync_all())
+    })
 }
 
 /// Copy the bytes of the log at `path` from `from` to its end into a
@@ -298,10 +276,7 @@ fn cut_back(path: &Path, size: u64) -> io::Result<()> {
 /// copy's path and length, or `None` when there is nothing after `from`.
 pub fn keep_tail(path: &Path, from: u64) -> Result<Option<(PathBuf, u64)>> {
     use std::io::{Read, Seek, SeekFrom};
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    let file = platform::open_no_follow(OpenOptions::new().read(true), path)
         .map_err(|e| io_error(Rule::IoOpen, path, &e))?;
     // The cut that follows refuses a log with a second name: no copy then.
     let mut file = one_name(file, path)?;
@@ -323,10 +298,7 @@ pub fn keep_tail(path: &Path, from: u64) -> Result<Option<(PathBuf, u64)>> {
 /// Cut `path` to `len` bytes durably (crash repair). A file already
 /// shorter than `len` changed since it was read and refuses.
 pub fn truncate(path: &Path, len: u64) -> Result<()> {
-    let file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    let file = platform::open_no_follow(OpenOptions::new().write(true), path)
         .map_err(|e| io_error(Rule::IoOpen, path, &e))?;
     let file = one_name(file, path)?;
     let size = file

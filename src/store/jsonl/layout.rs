@@ -13,6 +13,7 @@ use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::{JsString, Value};
 use crate::rule::Rule;
+use crate::store::platform::{self, Meta};
 
 /// The project directory of a header without `cwd`.
 pub const NO_CWD_DIR: &str = "_no-cwd";
@@ -160,43 +161,46 @@ pub fn is_absent(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
-/// `jsonl.link`: a symbolic link where the store keeps its own entries.
-/// Nothing inside a store's root is reached through a link, so a link
-/// planted there can lead no write, read or delete outside the store.
+/// `jsonl.link`: a symbolic link (on Windows any reparse point) where the
+/// store keeps its own entries. Nothing inside a store's root is reached
+/// through a link, so a link planted there can lead no write, read or
+/// delete outside the store.
 pub fn link_refused(path: &Path) -> Error {
     Error::new(
         Status::Io,
         Rule::JsonlLink,
         format!(
-            "{} is a symbolic link; the store never follows links inside its root (remove it)",
-            path.display()
+            "{} is {}; the store never follows links inside its root (remove it)",
+            path.display(),
+            platform::LINK_KIND
         ),
     )
 }
 
 /// Metadata of the entry `path` inside the root, `None` when absent; a
-/// symbolic link there is refused (`jsonl.link`), never followed.
-pub fn stat(path: &Path) -> Result<Option<fs::Metadata>> {
-    entry(absent_as_none(fs::symlink_metadata(path), path)?, path)
+/// symbolic link (on Windows any reparse point) there is refused
+/// (`jsonl.link`), never followed.
+pub fn stat(path: &Path) -> Result<Option<Meta>> {
+    entry(absent_as_none(platform::lstat(path), path)?, path)
 }
 
 /// [`stat`] at the fault injection point `point`.
-pub fn stat_at(point: Point, path: &Path) -> Result<Option<fs::Metadata>> {
+pub fn stat_at(point: Point, path: &Path) -> Result<Option<Meta>> {
     let m = absent_as_none(
-        faults::hit(point, path).and_then(|()| fs::symlink_metadata(path)),
+        faults::hit(point, path).and_then(|()| platform::lstat(path)),
         path,
     )?;
     entry(m, path)
 }
 
-fn entry(m: Option<fs::Metadata>, path: &Path) -> Result<Option<fs::Metadata>> {
+fn entry(m: Option<Meta>, path: &Path) -> Result<Option<Meta>> {
     match m {
-        Some(m) if m.file_type().is_symlink() => Err(link_refused(path)),
+        Some(m) if m.is_link() => Err(link_refused(path)),
         m => Ok(m),
     }
 }
 
-fn absent_as_none(stat: io::Result<fs::Metadata>, path: &Path) -> Result<Option<fs::Metadata>> {
+fn absent_as_none(stat: io::Result<Meta>, path: &Path) -> Result<Option<Meta>> {
     match stat {
         Ok(m) => Ok(Some(m)),
         Err(e) if is_absent(&e) => Ok(None),
@@ -205,14 +209,11 @@ fn absent_as_none(stat: io::Result<fs::Metadata>, path: &Path) -> Result<Option<
 }
 
 /// Open the file `path` inside the root for reading, refusing to follow a
-/// symbolic link in its last component (`O_NOFOLLOW`; the directories on
-/// the way were checked by [`stat`] or [`sub_dirs`]).
+/// symbolic link in its last component (`O_NOFOLLOW`; on Windows a reparse
+/// point; the directories on the way were checked by [`stat`] or
+/// [`sub_dirs`]).
 pub fn open_read(path: &Path) -> io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    platform::open_no_follow(fs::OpenOptions::new().read(true), path)
 }
 
 /// The sub-directories of `dir`; empty when `dir` is absent. A symbolic
@@ -324,18 +325,10 @@ pub fn duplicate_id(id: &str) -> Error {
     )
 }
 
-/// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` (persistence.md §8).
-pub fn revision_of(meta: &fs::Metadata) -> String {
-    use std::os::unix::fs::MetadataExt;
-    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-    format!(
-        "{}:{}:{}:{}:{}",
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        ns(meta.mtime(), meta.mtime_nsec()),
-        ns(meta.ctime(), meta.ctime_nsec())
-    )
+/// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` (persistence.md §8; on
+/// Windows the volume and file index, and the last-write and change times).
+pub fn revision_of(meta: &Meta) -> String {
+    meta.revision()
 }
 
 /// The file identity (device, inode) a [`revision_of`] names.
@@ -348,9 +341,8 @@ pub fn file_of_revision(revision: &str) -> Option<super::fsio::FileId> {
 
 /// True when `a` and `b` name the same physical file.
 pub fn same_file(a: &Path, b: &Path) -> Result<bool> {
-    use std::os::unix::fs::MetadataExt;
     match (stat(a)?, stat(b)?) {
-        (Some(x), Some(y)) => Ok(x.dev() == y.dev() && x.ino() == y.ino()),
+        (Some(x), Some(y)) => Ok(x.id() == y.id()),
         _ => Ok(false),
     }
 }
@@ -403,7 +395,7 @@ fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         // Links are never followed (the backend reports them, `jsonl.link`).
-        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .filter(|p| platform::lstat(p).is_ok_and(|m| m.is_dir()))
         .collect();
     out.sort();
     out

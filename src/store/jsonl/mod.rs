@@ -29,6 +29,8 @@ mod tests_faults;
 mod tests_layout;
 #[cfg(test)]
 mod tests_scan_paths;
+#[cfg(all(test, windows))]
+mod tests_windows;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -302,7 +304,6 @@ impl Backend for JsonlBackend {
 
     fn list(&mut self) -> Result<Vec<Listed>> {
         let mut out = Vec::new();
-        use std::os::unix::fs::MetadataExt;
         let mut seen = HashSet::new();
         let mut seen_files = HashSet::new();
         for project in layout::sub_dirs(&self.root)? {
@@ -339,7 +340,7 @@ impl Backend for JsonlBackend {
                 let Some(meta) = layout::stat_at(faults::Point::ListStat, &log)? else {
                     continue;
                 };
-                if !seen_files.insert((meta.dev(), meta.ino())) {
+                if !seen_files.insert(meta.id()) {
                     continue; // the same physical file under another name
                 }
                 let Some(header) = read::read_first_header(&log, self.compression)? else {

@@ -117,9 +117,9 @@ impl Cursor {
 
     /// The identity of the file the cursor reads.
     fn identity(&self) -> Option<super::fsio::FileId> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = self.file.metadata().ok()?;
-        Some((meta.dev(), meta.ino()))
+        crate::store::platform::fstat(&self.file)
+            .ok()
+            .map(|m| m.id())
     }
 
     /// The index of the first event the cursor holds (or of the next one

@@ -20,6 +20,7 @@ use crate::error::{Error, Result, Status};
 use crate::json::Value;
 use crate::rule::Rule;
 use crate::store::backend::{Torn, TornKind};
+use crate::store::platform;
 
 /// How often a read retries while the file keeps changing under it.
 pub(super) const STABLE_TRIES: usize = 100;
@@ -66,14 +67,13 @@ fn stable<T>(
     reading: Reading,
     mut pass: impl FnMut(&File, u64) -> Result<T>,
 ) -> Result<Option<(T, String)>> {
-    use std::os::unix::fs::MetadataExt;
     for _ in 0..STABLE_TRIES {
         let Some(before) = layout::stat(path)? else {
             return Ok(None);
         };
         let limit = match reading {
             Reading::Stable => u64::MAX,
-            Reading::Prefix => before.size(),
+            Reading::Prefix => before.len(),
         };
         let read = match layout::open_read(path) {
             Ok(file) => pass(&file, limit),
@@ -85,10 +85,7 @@ fn stable<T>(
         };
         let same = match reading {
             Reading::Stable => revision_of(&before) == revision_of(&after),
-            Reading::Prefix => {
-                (before.dev(), before.ino()) == (after.dev(), after.ino())
-                    && after.size() >= before.size()
-            }
+            Reading::Prefix => before.id() == after.id() && after.len() >= before.len(),
         };
         if same {
             return read.map(|made| Some((made, revision_of(&before))));
@@ -219,7 +216,6 @@ fn read_zstd(
     damage: Damage,
     check: &mut impl FnMut(&Value) -> Result<()>,
 ) -> Result<Decoded> {
-    use std::os::unix::fs::FileExt;
     let mut size = 0u64;
     let (mut frames, tail) = scan_stream_with(
         |buf| {
@@ -235,7 +231,7 @@ fn read_zstd(
     let read_at = |range: &Range<usize>, buf: &mut Vec<u8>| {
         buf.clear();
         buf.resize(range.len(), 0);
-        file.read_exact_at(buf, range.start as u64)
+        platform::read_exact_at(file, buf, range.start as u64)
             .map_err(|e| io_error(Rule::IoRead, path, &e))
     };
     let Some(first) = frames.complete.first() else {

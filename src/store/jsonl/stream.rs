@@ -86,15 +86,13 @@ pub fn stream_log(
     sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
 ) -> Result<Option<StreamEnd>> {
     use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
     let opened = super::layout::open_read(path).map_err(|e| io_error(Rule::IoOpen, path, &e))?;
-    let first = opened
-        .metadata()
-        .map_err(|e| io_error(Rule::IoStat, path, &e))?;
+    let first =
+        crate::store::platform::fstat(&opened).map_err(|e| io_error(Rule::IoStat, path, &e))?;
     let before = revision_of(&first);
     let limit = match reading {
         Reading::Stable => u64::MAX,
-        Reading::Prefix => first.size(),
+        Reading::Prefix => first.len(),
     };
     let file = opened.take(limit);
     let scanned = std::thread::scope(|scope| {
@@ -113,13 +111,12 @@ pub fn stream_log(
     let Some((header, marks)) = scanned else {
         return Ok(None);
     };
-    let after = faults::hit(Point::StreamRestat, path).and_then(|()| std::fs::metadata(path));
+    let after =
+        faults::hit(Point::StreamRestat, path).and_then(|()| crate::store::platform::lstat(path));
     let after = after.map_err(|e| io_error(Rule::IoStat, path, &e))?;
     let unchanged = match reading {
         Reading::Stable => revision_of(&after) == before,
-        Reading::Prefix => {
-            (after.dev(), after.ino()) == (first.dev(), first.ino()) && after.size() >= first.size()
-        }
+        Reading::Prefix => after.id() == first.id() && after.len() >= first.len(),
     };
     Ok(unchanged.then_some(StreamEnd {
         header,

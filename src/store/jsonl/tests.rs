@@ -141,7 +141,10 @@ pub(super) fn assert_same(loaded: &[Value], appended: &[Arc<Event>]) {
     }
 }
 
+/// The files under `dir`, but for the root's lock file (Windows).
 pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
+    #[cfg(windows)]
+    let lock = dir.join(crate::store::platform::LOCK_FILE);
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -153,6 +156,8 @@ pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
             }
         }
     }
+    #[cfg(windows)]
+    out.retain(|p| *p != lock);
     out
 }
 
@@ -335,19 +340,27 @@ fn round_trip_every_shape_in_both_encodings() {
             .join("sess~002F1")
             .join(layout::log_name(compression));
         assert!(path.is_file());
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        assert_eq!(
-            fs::metadata(path.parent().unwrap())
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
-            0o700
-        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+            assert_eq!(
+                fs::metadata(path.parent().unwrap())
+                    .unwrap()
+                    .permissions()
+                    .mode()
+                    & 0o777,
+                0o700
+            );
+        }
+        // Windows: the log and its directory are this user's alone.
+        #[cfg(windows)]
+        for (p, dir) in [(path.as_path(), false), (path.parent().unwrap(), true)] {
+            assert_eq!(crate::store::platform::check_private(p, dir).unwrap(), None);
+        }
         assert_eq!(files_under(&root.0), vec![path]);
         // Appending after a reopen continues the log and changes the revision.
         let more = ev(r#"{"type":"turn/start","seq":25,"time":1,"data":{"turn":2}}"#);
@@ -478,10 +491,18 @@ fn root_handling() {
     let root = TempRoot::new("rootfile");
     let nested = root.0.join("a/b");
     JsonlBackend::open(&nested, Compression::None).unwrap();
-    use std::os::unix::fs::PermissionsExt;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&nested).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+    #[cfg(windows)]
     assert_eq!(
-        fs::metadata(&nested).unwrap().permissions().mode() & 0o777,
-        0o700
+        crate::store::platform::check_private(&nested, true).unwrap(),
+        None
     );
     let file = root.0.join("file");
     fs::write(&file, b"").unwrap();

@@ -253,6 +253,8 @@ pub fn target(config: &tokio_postgres::Config) -> String {
     use tokio_postgres::config::Host;
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
+        // A Unix-domain socket directory (the variant exists on Unix only).
+        #[cfg(unix)]
         Some(Host::Unix(p)) => p.display().to_string(),
         None => "localhost".to_string(),
     };

@@ -1,30 +1,32 @@
 //! The database file (persistence.md §7.3, §8): parent directory and file
-//! rules, exclusive creation with mode 0600, the single-writer lock, and the
-//! file identity used in revisions.
+//! rules, exclusive creation with mode 0600 (on Windows a DACL for this
+//! user alone), the single-writer lock, and the file identity used in
+//! revisions.
 //!
 //! The lock is an advisory `flock(LOCK_EX | LOCK_NB)` on a file descriptor of
-//! the database that stays open for the backend's whole life. SQLite's own
-//! locks are POSIX record locks, which the kernel drops when *any* descriptor
-//! of the file is closed by the process; so while a connection lives no extra
+//! the database that stays open for the backend's whole life (on Windows a
+//! `LockFileEx` of a byte far past the database's data and SQLite's own lock
+//! bytes, on a handle kept the same way). SQLite's own locks on Unix are
+//! POSIX record locks, which the kernel drops when *any* descriptor of the
+//! file is closed by the process; so while a connection lives no extra
 //! descriptor of the file may be opened and closed. A process-wide registry
-//! of locked `(dev, ino)` pairs lets a second in-process open fail without
+//! of locked file identities lets a second in-process open fail without
 //! opening a descriptor at all.
 
-use std::fs::{DirBuilder, File, Metadata, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
 
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
+use crate::store::platform::{self, FileId, Meta};
 
-/// `(dev, ino)` of every database file locked by a backend of this process.
-static LOCKED: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+/// The identity of every database file locked by a backend of this process.
+static LOCKED: Mutex<Vec<FileId>> = Mutex::new(Vec::new());
 
-fn registry() -> std::sync::MutexGuard<'static, Vec<(u64, u64)>> {
+fn registry() -> std::sync::MutexGuard<'static, Vec<FileId>> {
     LOCKED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -36,6 +38,7 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
     )
 }
 
+#[cfg(unix)]
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
@@ -45,9 +48,9 @@ fn euid() -> u32 {
 #[derive(Debug)]
 pub struct FileLock {
     file: File,
-    /// Device number of the file.
+    /// Device number of the file (Windows: its volume serial number).
     pub dev: u64,
-    /// Inode number of the file.
+    /// Inode number of the file (Windows: its file index).
     pub ino: u64,
     /// Birth time in nanoseconds since the epoch, or 0 when the file system
     /// or kernel does not report it (`statx` without `STATX_BTIME`).
@@ -61,21 +64,19 @@ impl Drop for FileLock {
     }
 }
 
-/// `sqlite.path-parent`: `mkdir -p` (0700), then a real, user-owned
-/// directory without group/other write permission.
+/// `sqlite.path-parent`: `mkdir -p` (0700; Windows: a DACL for this user
+/// alone), then a real, user-owned directory without group/other write
+/// permission (Windows: no other account may write it).
 fn check_parent(path: &Path, create: bool) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     if create {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
+        platform::create_dir_all_private(parent)
             .map_err(|e| io_err("cannot create database directory", parent, e))?;
     }
-    let meta = std::fs::symlink_metadata(parent).map_err(|e| io_err("cannot stat", parent, e))?;
+    let meta = platform::lstat(parent).map_err(|e| io_err("cannot stat", parent, e))?;
     check_owned(parent, &meta, Kind::Directory)
 }
 
@@ -96,26 +97,27 @@ enum Kind {
 /// `path` (its `meta`) must be a `kind` this user alone controls: not a
 /// symbolic link, of that type, owned by the user, without permissions
 /// for others, and a file without a second name.
-fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
+#[cfg(unix)]
+fn check_owned(path: &Path, meta: &Meta, kind: Kind) -> Result<()> {
     let p = path.display();
     let mode = meta.mode() & 0o7777;
     let (rule, must, is_kind, what, others) = match kind {
         Kind::Directory => (
             Rule::SqlitePathParent,
             "database parent must be a real directory of this user that nobody else can write",
-            meta.file_type().is_dir(),
+            meta.is_dir(),
             "a directory",
             0o022,
         ),
         Kind::File => (
             Rule::SqlitePathFile,
             "database must be a regular file of one name that only this user can read and write",
-            meta.file_type().is_file(),
+            meta.is_file(),
             "a regular file",
             0o077,
         ),
     };
-    let fault = if meta.file_type().is_symlink() {
+    let fault = if meta.is_link() {
         match kind {
             Kind::Directory => {
                 format!("{p} is a symbolic link; give the path through the directory it points to")
@@ -134,15 +136,8 @@ fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
             meta.uid(),
             euid()
         )
-    } else if kind == Kind::File && meta.nlink() > 1 {
-        format!(
-            "{p} has {} hard links: SQLite keeps the WAL beside the name it opens, so through \
-             another name the events waiting in this name's WAL are missing, and what is written \
-             there is undone when this WAL is replayed; remove the other names \
-             (`find / -xdev -samefile {p}` lists them) and open the database by the name it \
-             was written through, or give this path a copy of its own",
-            meta.nlink()
-        )
+    } else if kind == Kind::File && meta.links() > 1 {
+        second_name(path, meta)
     } else if meta.mode() & others != 0 {
         match kind {
             Kind::Directory => format!("{p} is writable by others (mode {mode:o}); fix it with `chmod go-w {p}`"),
@@ -154,9 +149,74 @@ fn check_owned(path: &Path, meta: &Metadata, kind: Kind) -> Result<()> {
     Err(Error::new(Status::Io, rule, format!("{must}: {fault}")))
 }
 
+/// The fault of a database file with a second name (`sqlite.path-file`).
+fn second_name(path: &Path, meta: &Meta) -> String {
+    let p = path.display();
+    #[cfg(unix)]
+    let finder = format!("`find / -xdev -samefile {p}` lists them");
+    #[cfg(not(unix))]
+    let finder = format!("`fsutil hardlink list {p}` lists them");
+    format!(
+        "{p} has {} hard links: SQLite keeps the WAL beside the name it opens, so through \
+         another name the events waiting in this name's WAL are missing, and what is written \
+         there is undone when this WAL is replayed; remove the other names \
+         ({finder}) and open the database by the name it \
+         was written through, or give this path a copy of its own",
+        meta.links()
+    )
+}
+
+/// Windows: `path` (its `meta`) must be a `kind` this user alone controls:
+/// no reparse point, of that type, a file without a second name, owned by
+/// the user, and no entry of its DACL granting another account (than
+/// SYSTEM and the Administrators) a write of the directory or any use of
+/// the file ([`platform::check_private`]).
+#[cfg(not(unix))]
+fn check_owned(path: &Path, meta: &Meta, kind: Kind) -> Result<()> {
+    let p = path.display();
+    let (rule, must, is_kind, what) = match kind {
+        Kind::Directory => (
+            Rule::SqlitePathParent,
+            "database parent must be a real directory of this user that nobody else can write",
+            meta.is_dir(),
+            "a directory",
+        ),
+        Kind::File => (
+            Rule::SqlitePathFile,
+            "database must be a regular file of one name that only this user can read and write",
+            meta.is_file(),
+            "a regular file",
+        ),
+    };
+    let fault = if meta.is_link() {
+        match kind {
+            Kind::Directory => format!(
+                "{p} is {}; give the path through the directory it points to",
+                platform::LINK_KIND
+            ),
+            Kind::File => format!("{p} is {}; open the file it points to", platform::LINK_KIND),
+        }
+    } else if !is_kind {
+        format!("{p} is not {what}")
+    } else if kind == Kind::File && meta.links() > 1 {
+        second_name(path, meta)
+    } else {
+        let private = platform::check_private(path, kind == Kind::Directory)
+            .map_err(|e| io_err("cannot read the security descriptor of", path, e))?;
+        let Some(fault) = private else {
+            return Ok(());
+        };
+        format!(
+            "{p} {fault}; give it to this user alone (`icacls {p} /inheritance:r /grant:r \
+             %USERNAME%:F` and remove the other entries)"
+        )
+    };
+    Err(Error::new(Status::Io, rule, format!("{must}: {fault}")))
+}
+
 /// `sqlite.path-file`: a regular non-symlink file owned by the user with no
 /// group/other permission bits and a link count of 1.
-fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
+fn check_file(path: &Path, meta: &Meta) -> Result<()> {
     check_owned(path, meta, Kind::File)
 }
 
@@ -166,7 +226,7 @@ fn check_file(path: &Path, meta: &Metadata) -> Result<()> {
 /// would drop the POSIX locks this process's SQLite connections hold on
 /// it). `store.not-found` when there is no database.
 pub fn identify(path: &Path) -> Result<(u64, u64, u128)> {
-    let meta = match std::fs::symlink_metadata(path) {
+    let meta = match platform::lstat(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             return Err(Error::new(
@@ -184,7 +244,8 @@ pub fn identify(path: &Path) -> Result<(u64, u64, u128)> {
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
-    Ok((meta.dev(), meta.ino(), birth_ns))
+    let (dev, ino) = meta.id();
+    Ok((dev, ino, birth_ns))
 }
 
 /// fsync the directory holding the database, so that the entries of the
@@ -199,7 +260,7 @@ pub fn sync_parent(path: &Path) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| {
+    platform::fsync_dir(dir).map_err(|e| {
         Error::new(
             Status::Io,
             Rule::IoFsync,
@@ -208,32 +269,27 @@ pub fn sync_parent(path: &Path) -> Result<()> {
     })
 }
 
-/// Validate the path, create the file exclusively (0600) when absent, and
+/// Validate the path, create the file exclusively (0600; Windows: a DACL
+/// for this user alone) when absent, and
 /// take the exclusive lock (`store.locked`, `DSH_E_CONFLICT`, when another
 /// backend holds it, in this process or another).
 pub fn acquire(path: &Path) -> Result<FileLock> {
     check_parent(path, true)?;
     let mut created = None;
     let meta = loop {
-        match std::fs::symlink_metadata(path) {
+        match platform::lstat(path) {
             Ok(meta) => break meta,
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("cannot stat database", path, e)),
         }
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-        {
+        match platform::create_private(path) {
             Ok(f) => created = Some(f),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err("cannot create database", path, e)),
         }
     };
     check_file(path, &meta)?;
-    let key = (meta.dev(), meta.ino());
+    let key = meta.id();
     let locked = || {
         Error::new(
             Status::Conflict,
@@ -251,10 +307,7 @@ pub fn acquire(path: &Path) -> Result<FileLock> {
     // From here on the registry entry is ours; `FileLock::drop` removes it.
     let file = match created {
         Some(f) => Ok(f),
-        None => OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path),
+        None => platform::open_no_follow(OpenOptions::new().read(true), path),
     };
     let file = match file {
         Ok(f) => f,
@@ -263,7 +316,7 @@ pub fn acquire(path: &Path) -> Result<FileLock> {
             return Err(io_err("cannot open database", path, e));
         }
     };
-    let fmeta = match file.metadata() {
+    let fmeta = match platform::fstat(&file) {
         Ok(m) => m,
         Err(e) => {
             registry().retain(|k| *k != key);
@@ -281,7 +334,7 @@ pub fn acquire(path: &Path) -> Result<FileLock> {
         ino: key.1,
         birth_ns,
     };
-    if (fmeta.dev(), fmeta.ino()) != key {
+    if fmeta.id() != key {
         // The path was replaced between the checks and the open.
         return Err(Error::new(
             Status::Io,
@@ -293,15 +346,9 @@ pub fn acquire(path: &Path) -> Result<FileLock> {
         ));
     }
     check_file(path, &fmeta)?;
-    // SAFETY: the descriptor is owned by `lock.file` and open for this call;
-    // flock only takes an advisory lock on it.
-    let rc = unsafe { libc::flock(lock.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(locked());
-        }
-        return Err(io_err("cannot lock database", path, e));
+    match platform::try_lock(&lock.file) {
+        Ok(true) => Ok(lock),
+        Ok(false) => Err(locked()),
+        Err(e) => Err(io_err("cannot lock database", path, e)),
     }
-    Ok(lock)
 }

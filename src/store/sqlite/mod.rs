@@ -29,6 +29,8 @@ mod tests;
 #[cfg(test)]
 mod tests_corrupt;
 #[cfg(test)]
+// SIGKILL and /proc/<pid>/maps: Unix (tests_windows has the Windows side).
+#[cfg(unix)]
 mod tests_crash;
 #[cfg(test)]
 mod tests_damage;
@@ -44,6 +46,8 @@ mod tests_open;
 mod tests_packed;
 #[cfg(test)]
 mod tests_schema;
+#[cfg(all(test, windows))]
+mod tests_windows;
 #[cfg(test)]
 mod tests_writer;
 mod write;

@@ -1,7 +1,6 @@
 //! Round trips, headers, sequencing, opening rules and foreign databases.
 
 use crate::rule::Rule;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -20,10 +19,7 @@ impl TempDir {
         let path =
             std::env::temp_dir().join(format!("dsh-sqlite-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .unwrap();
+        crate::store::platform::create_dir_private(&path).unwrap();
         TempDir(path)
     }
 
@@ -399,16 +395,11 @@ fn second_open_is_locked() {
 
 #[test]
 fn a_lock_held_elsewhere_is_a_conflict() {
-    use std::os::fd::AsRawFd;
     let dir = TempDir::new("flock");
     drop(open(&dir.db()));
     // Another open file description (as another process would have).
     let other = std::fs::File::open(dir.db()).unwrap();
-    // SAFETY: `other` is an open descriptor for the whole call.
-    assert_eq!(
-        unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
-        0
-    );
+    assert!(crate::store::platform::try_lock(&other).unwrap());
     let err = SqliteBackend::open(&dir.db(), 0).unwrap_err();
     assert_eq!(
         (err.status, err.rule),

@@ -4,7 +4,9 @@
 //! path rules.
 
 use crate::rule::Rule;
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
+#[cfg(unix)]
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -215,6 +217,7 @@ fn missing_and_empty_store_identities_are_refused() {
 /// sqlite.spec #29: a directory at the database path is refused
 /// (`sqlite.path-file`), and so is a symlinked parent directory
 /// (`sqlite.path-parent`), both `DSH_E_IO`, creating nothing.
+#[cfg(unix)]
 #[test]
 fn a_directory_at_the_path_and_a_symlinked_parent_are_refused() {
     let dir = TempDir::new("path-kinds");
@@ -234,6 +237,7 @@ fn a_directory_at_the_path_and_a_symlinked_parent_are_refused() {
 
 /// The permission refusals say what they found and how to fix it: a
 /// 0644 copy of a database, a 0775 parent, a symlinked parent.
+#[cfg(unix)]
 #[test]
 fn permission_refusals_name_the_fix() {
     let dir = TempDir::new("path-fixes");
@@ -265,6 +269,7 @@ fn permission_refusals_name_the_fix() {
     assert!(SqliteBackend::open(&dir.db(), 100).is_ok());
 }
 
+#[cfg(unix)]
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }
@@ -275,6 +280,7 @@ fn euid() -> u32 {
 /// ignores directory permissions, so the parent used is this process's
 /// `/proc/<pid>` directory (owned by the user, mode 0555, no new files);
 /// a non-root run also checks a 0500 directory.
+#[cfg(unix)]
 #[test]
 fn a_creation_failure_after_path_validation_surfaces() {
     let proc_dir = std::path::PathBuf::from(format!("/proc/{}", std::process::id()));

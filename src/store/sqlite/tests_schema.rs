@@ -2,12 +2,14 @@
 //! (refused untouched), and a database written by the reference schema.
 
 use crate::rule::Rule;
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::tests::{open, plain, raw, TempDir};
 use super::*;
 
+#[cfg(unix)]
 #[test]
 fn file_and_parent_rules() {
     let dir = TempDir::new("paths");
@@ -39,7 +41,7 @@ fn refused(tag: &str, sql: &str, rule: Rule) {
     let dir = TempDir::new(tag);
     let db = dir.db();
     raw(&db).execute_batch(sql).unwrap();
-    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    crate::store::platform::make_private(&db);
     let before = std::fs::read(&db).unwrap();
     let err = SqliteBackend::open(&db, 100).unwrap_err();
     assert_eq!(
@@ -134,7 +136,7 @@ fn missing_store_id_is_corrupt() {
             &reference_ddl().replace("'0b8e4c1a-3f7d-4a2e-9c51-6d0f2b7e8a93'", "'not-a-uuid'"),
         )
         .unwrap();
-    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    crate::store::platform::make_private(&db);
     let err = SqliteBackend::open(&db, 100).unwrap_err();
     assert_eq!(err.rule, Rule::SqliteStoreId, "{err}");
     assert_eq!(err.status, Status::Corrupt);
@@ -174,7 +176,7 @@ fn reference_written_database_loads() {
         .unwrap();
     }
     drop(conn);
-    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    crate::store::platform::make_private(&db);
     let mut b = open(&db);
     let loaded = b.load("ref-1").unwrap().unwrap();
     let chunk = |seq: u64, time: i64, text: &str| {

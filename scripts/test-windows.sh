@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The Windows suite, on Linux: cross-builds for x86_64-pc-windows-gnu with
+# mingw-w64 and runs the tests and the C programs under Wine (Debian's,
+# headless, in a prefix of its own under target/). Installs what it lacks.
+#
+# What runs, and why (under Wine every file operation is a round trip to
+# wineserver, and the whole debug suite takes far longer than a CI run
+# can give it, so the Windows run takes what differs on Windows):
+# - the core crate's file-store tests (`cargo test -p dsh-session --lib`,
+#   JSONL and SQLite only: no PostgreSQL server under Wine): the platform
+#   layer (lock, private files, write-through publication, reads at an
+#   offset), quarantine, the Windows tests of both backends (DACLs, the
+#   lock file, reparse points), and the backends' round trips, layout,
+#   opening rules, schema, crash repair and writer tests;
+# - the C library as a C host sees it: dsh_session.dll with its import
+#   library, and the static library, each linked into
+#   crates/ffi/tests/c/store_round_trip.c (a SQLite and a JSONL store:
+#   append a turn, flush, fork, the lock, reopen: the C ABI of
+#   crates/ffi-impl over both file backends), plus the ABI misuse program
+#   (crates/ffi/tests/c/abi_misuse.c, threads included) against the DLL;
+# - the CLI (dsh-session.exe), listing and verifying the stores the C host
+#   left.
+# The rest is platform-independent (json, engine: Linux runs it) or Unix
+# by nature (SIGKILL crash trials, LD_PRELOAD system-call faults, symlink
+# and mode-bit tests). Tests that Wine cannot show are #[ignore]d on
+# Windows with the reason, and counted here as skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+. scripts/lib.sh
+ensure_commands x86_64-w64-mingw32-gcc:mingw-w64 wine:wine /usr/lib/wine/wine64:wine64
+command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
+target=x86_64-pc-windows-gnu
+rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
+
+out="$PWD/target/$target/debug"
+export WINEPREFIX="$PWD/target/wine-prefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
+export DSH_TEST_NO_POSTGRES=1
+unset DISPLAY
+
+# Wine 8 has no bcryptprimitives.dll, whose ProcessPrng Rust's std calls:
+# the shim of scripts/windows/ goes next to every Windows executable.
+shim_dir="$PWD/target/windows-shim"
+mkdir -p "$shim_dir"
+x86_64-w64-mingw32-gcc -O2 -shared -o "$shim_dir/bcryptprimitives.dll" \
+    scripts/windows/bcryptprimitives.c -ladvapi32
+place_shim() { mkdir -p "$1" && cp "$shim_dir/bcryptprimitives.dll" "$1/"; }
+
+if [ ! -d "$WINEPREFIX" ]; then
+    echo "windows: making the Wine prefix $WINEPREFIX"
+    wine wineboot --init >/dev/null 2>&1 || true
+fi
+
+run=0 skipped=0
+# The sum of the "N passed;" (or ignored) of every cargo test result.
+count() {
+    awk -v w="$1;" '/^test result: ok\./ { for (i = 2; i <= NF; i++) if ($i == w) s += $(i - 1) }
+        END { print s + 0 }' "$2"
+}
+# Run one cargo test command for Windows; add its counts.
+cargo_windows() {
+    local log
+    log=$(mktemp)
+    echo "windows: cargo test --target $target $*"
+    # Build first, so that the shim is in place when the runner starts.
+    cargo test --locked --target "$target" --no-run "$@" 2>&1 | grep -v "^ *\(Compiling\|Checking\)" || true
+    place_shim "$out/deps"
+    if ! cargo test --locked --target "$target" "$@" 2>&1 | tee "$log" | grep -E "^(test result|running|.*FAILED|.*panicked|failures:)"; then
+        :
+    fi
+    if ! grep -q "^test result" "$log" || grep -q "^test result: FAILED" "$log" \
+        || grep -q "error: test failed" "$log"; then
+        tail -50 "$log"
+        echo "windows: FAILED: cargo test $*" >&2
+        rm -f "$log"
+        exit 1
+    fi
+    local p i
+    p=$(count passed "$log")
+    i=$(count ignored "$log")
+    grep -h "^test .* ignored, " "$log" | sed 's/^/windows: skipped: /' || true
+    run=$((run + p)) skipped=$((skipped + i))
+    rm -f "$log"
+}
+
+echo "windows: Rust tests under Wine"
+cargo_windows -p dsh-session --no-default-features --features jsonl,sqlite --lib -- \
+    store::platform store::quarantine tests_windows store::jsonl::tests:: \
+    store::jsonl::tests_layout store::jsonl::tests_crash store::jsonl::fsio \
+    store::sqlite::tests:: store::sqlite::tests_open store::sqlite::tests_schema \
+    store::sqlite::tests_writer store::sqlite::file
+
+echo "windows: the C library (DLL, import library, static library)"
+cargo build --locked -p dsh-session-ffi --target "$target" 2>&1 | grep -v "^ *Compiling" || true
+for f in dsh_session.dll libdsh_session.dll.a libdsh_session.a; do
+    [ -f "$out/$f" ] || { echo "windows: $out/$f was not built" >&2; exit 1; }
+    printf 'windows: %-22s %s bytes\n' "$f" "$(stat -c %s "$out/$f")"
+done
+
+c_dir="$PWD/target/windows-c"
+rm -rf "$c_dir" && mkdir -p "$c_dir"
+place_shim "$c_dir"
+cp "$out/dsh_session.dll" "$c_dir/"
+cc_win() { x86_64-w64-mingw32-gcc -std=c99 -Wall -Wextra -Werror -Iinclude "$@"; }
+# With the DLL (through its import library), and with the static library
+# (and the Windows libraries it needs).
+cc_win crates/ffi/tests/c/store_round_trip.c -o "$c_dir/store_round_trip.exe" \
+    -L"$out" -l:libdsh_session.dll.a
+cc_win crates/ffi/tests/c/store_round_trip.c -o "$c_dir/store_round_trip_static.exe" \
+    "$out/libdsh_session.a" -lws2_32 -luserenv -lbcrypt -lntdll -ladvapi32 -lkernel32 -lsynchronization -lsecur32
+cc_win crates/ffi/tests/c/abi_misuse.c -o "$c_dir/abi_misuse.exe" \
+    -L"$out" -l:libdsh_session.dll.a -Wl,-Bstatic -lpthread -Wl,-Bdynamic
+
+# Run one C program under Wine in the C directory; add its counts.
+c_windows() {
+    local name=$1 log
+    shift
+    log=$(mktemp)
+    echo "windows: wine $name.exe $*"
+    if ! (cd "$c_dir" && wine "./$name.exe" "$@") >"$log" 2>&1; then
+        cat "$log"
+        echo "windows: FAILED: $name" >&2
+        exit 1
+    fi
+    grep -E "^(FAIL|#)" "$log" || true
+    local summary
+    summary=$(tail -1 "$log" | tr -d '\r')
+    echo "windows: $name: $summary"
+    [[ $summary =~ ^([0-9]+)\ passed,\ 0\ failed$ ]] || { cat "$log"; exit 1; }
+    run=$((run + BASH_REMATCH[1]))
+    rm -f "$log"
+}
+rm -rf "$c_dir/dll" "$c_dir/static" && mkdir -p "$c_dir/dll" "$c_dir/static"
+c_windows store_round_trip dll
+c_windows store_round_trip_static static
+c_windows abi_misuse
+
+# The CLI, on the stores the C host left: it lists and verifies them.
+echo "windows: the CLI (dsh-session.exe list / verify)"
+cargo build --locked -p dsh-session-cli --target "$target" 2>&1 | grep -v "^ *Compiling" || true
+place_shim "$out"
+cli() { (cd "$c_dir" && wine "$out/dsh-session.exe" "$@") | tr -d '\r'; }
+listed=$(cli list dll/store.db)
+echo "$listed"
+[[ $listed == *host-fork* ]] || { echo "windows: FAILED: the CLI's list" >&2; exit 1; }
+verified=$(cli verify dll/jsonl)
+echo "$verified"
+[[ $verified == *"2 clean, 0 repairable, 0 corrupt"* ]] || { echo "windows: FAILED: the CLI's verify" >&2; exit 1; }
+run=$((run + 2))
+
+echo "windows: $run run, $skipped skipped"
+echo "windows: $run passed, 0 failed, $skipped skipped"
