@@ -188,7 +188,7 @@ uint32_t dsh_abi_version(void);
 dsh_status dsh_build_info(struct dsh_buf *out);
 
 /**
- * The pure full fold of a complete log (surface.md §7):
+ * The pure full fold of a complete log (docs/events.md §6.4):
  * `{"nodes":[...],"replacements":[{"seq","start","end","shadowedSeqs"}]}`.
  * Only the surface rules and `seq.gap` are checked; the error carries the
  * failing event's `index`.
@@ -212,7 +212,7 @@ dsh_status dsh_derive_messages(const char *events_json, struct dsh_buf *out);
 
 /**
  * The closing events crash repair would append to a complete log
- * (lifecycle.md §6), as a JSON array (empty when the log ends balanced).
+ * (docs/lifecycle.md §6), as a JSON array (empty when the log ends balanced).
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_REJECTED` (envelope or
  * `seq.gap`), `DSH_E_INVALID_ARGUMENT`.
@@ -413,7 +413,7 @@ dsh_status dsh_session_events(struct dsh_session *session,
 dsh_status dsh_session_surface(struct dsh_session *session, struct dsh_buf *out);
 
 /**
- * The derived message list (derive.md): the messages of the surface nodes
+ * The derived message list (docs/events.md §9): the messages of the surface nodes
  * in surface order. Cached: O(new events) per call while no replace happened.
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
@@ -472,7 +472,7 @@ dsh_status dsh_session_request_context(struct dsh_session *session, struct dsh_b
  * `backend` (`"memory"`, `"sqlite"`, `"jsonl"`, `"postgres"`), `path`,
  * `url`, `schema`, `statementTimeoutMs`, `compression`, `batchWindowMs`,
  * `admission`, `eventTypes`, `readOnly`, `locking`, `trimHeap`
- * (c-api.md). On success `*store` receives a new handle
+ * (docs/c-api.md). On success `*store` receives a new handle
  * that the caller releases with `dsh_store_close`; on failure `*store` is
  * set to NULL. `out` (may be NULL) receives `{"backend":...}` or the error.
  *

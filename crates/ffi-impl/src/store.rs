@@ -14,7 +14,7 @@ use ::dsh_session::store::{Notice, Store};
 /// `backend` (`"memory"`, `"sqlite"`, `"jsonl"`, `"postgres"`), `path`,
 /// `url`, `schema`, `statementTimeoutMs`, `compression`, `batchWindowMs`,
 /// `admission`, `eventTypes`, `readOnly`, `locking`, `trimHeap`
-/// (c-api.md). On success `*store` receives a new handle
+/// (docs/c-api.md). On success `*store` receives a new handle
 /// that the caller releases with `dsh_store_close`; on failure `*store` is
 /// set to NULL. `out` (may be NULL) receives `{"backend":...}` or the error.
 ///

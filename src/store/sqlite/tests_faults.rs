@@ -1,5 +1,5 @@
 //! Journal-mode failures injected at the open's fault point
-//! ([`faults::Point::JournalMode`], persistence.md §7.3 step 5): which
+//! ([`faults::Point::JournalMode`], docs/formats.md §4.3 step 5): which
 //! failures are retried, that no attempt starts at or after the cutoff
 //! `busyTimeoutMs` after the open started, and the pause between busy
 //! attempts. An injected SQLITE_BUSY answers at once, where a real one
