@@ -11,8 +11,10 @@
 //!   shown, byte for byte apart from `time` and whitespace. A
 //!   `session/end-seed` event is not appended: the session is closed and
 //!   opened again, and the open must have added it;
-//! * ` ```json surface ` / ` ```json derived `: what `dsh_session_surface`
-//!   / `dsh_session_derive` return at that point;
+//! * ` ```json surface ` / ` ```json derived ` / ` ```json request-header `
+//!   / ` ```json request-context `: what `dsh_session_surface` /
+//!   `dsh_session_derive` / `dsh_session_request_header` /
+//!   `dsh_session_request_context` return at that point;
 //! * ` ```text known-types `: the known vocabulary, one type a line.
 //!
 //! Every core type of the page's first table has an event example. A
@@ -100,9 +102,13 @@ fn core_types(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn surface(s: &Session) -> Value {
-    // SAFETY: live handle.
-    let (st, text) = call(|out| unsafe { dsh_session_surface(s.0, out) });
+/// A session read call's JSON result.
+fn read(
+    s: &Session,
+    f: unsafe extern "C" fn(*mut dsh_session, *mut dsh_buf) -> dsh_status,
+) -> Value {
+    // SAFETY: live handle; `f` is one of the library's session reads.
+    let (st, text) = call(|out| unsafe { f(s.0, out) });
     assert_eq!(st, DSH_OK, "{text}");
     parse(&text)
 }
@@ -181,13 +187,15 @@ fn every_example_of_the_events_page_is_accepted_as_shown() {
                 }
                 appended.push(ty);
             }
-            "json surface" => {
+            "json surface" | "json derived" | "json request-header" | "json request-context" => {
                 let s = session.as_ref().expect("a session");
-                assert_eq!(surface(s).to_json(), json(&b).to_json(), "{at}: surface");
-            }
-            "json derived" => {
-                let s = session.as_ref().expect("a session");
-                assert_eq!(s.derive().to_json(), json(&b).to_json(), "{at}: derived");
+                let got = match b.info.as_str() {
+                    "json surface" => read(s, dsh_session_surface),
+                    "json derived" => read(s, dsh_session_derive),
+                    "json request-header" => read(s, dsh_session_request_header),
+                    _ => read(s, dsh_session_request_context),
+                };
+                assert_eq!(got.to_json(), json(&b).to_json(), "{at}: {}", b.info);
             }
             "text known-types" => {
                 let listed: Vec<&str> = b.body.lines().map(str::trim).collect();
