@@ -192,7 +192,7 @@ uint32_t dsh_abi_version(void);
 dsh_status dsh_build_info(struct dsh_buf *out);
 
 /**
- * The pure full fold of a complete log (surface.md §7):
+ * The pure full fold of a complete log (docs/events.md §6.4):
  * `{"nodes":[...],"replacements":[{"seq","start","end","shadowedSeqs"}]}`.
  * Only the surface rules and `seq.gap` are checked; the error carries the
  * failing event's `index`.
@@ -216,7 +216,7 @@ dsh_status dsh_derive_messages(const char *events_json, struct dsh_buf *out);
 
 /**
  * The closing events crash repair would append to a complete log
- * (lifecycle.md §6), as a JSON array (empty when the log ends balanced).
+ * (docs/lifecycle.md §6), as a JSON array (empty when the log ends balanced).
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_REJECTED` (envelope or
  * `seq.gap`), `DSH_E_INVALID_ARGUMENT`.
@@ -417,7 +417,7 @@ dsh_status dsh_session_events(struct dsh_session *session,
 dsh_status dsh_session_surface(struct dsh_session *session, struct dsh_buf *out);
 
 /**
- * The derived message list (derive.md): the messages of the surface nodes
+ * The derived message list (docs/events.md §9): the messages of the surface nodes
  * in surface order. Cached: O(new events) per call while no replace happened.
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.
@@ -472,18 +472,41 @@ dsh_status dsh_session_request_context(struct dsh_session *session, struct dsh_b
 /**
  * Open a store.
  *
- * `config_json` (may be NULL = a memory store) is an object with keys
- * `backend` (`"memory"`, `"sqlite"`, `"jsonl"`, `"postgres"`), `path`,
- * `url`, `schema`, `statementTimeoutMs`, `compression`, `batchWindowMs`,
- * `admission`, `eventTypes`, `readOnly`, `locking`, `trimHeap`
- * (c-api.md). On success `*store` receives a new handle
- * that the caller releases with `dsh_store_close`; on failure `*store` is
- * set to NULL. `out` (may be NULL) receives `{"backend":...}` or the error.
+ * `config_json` (NULL or `null`: a memory store) is an object; every key
+ * is optional and any other key is refused (`config.invalid`):
+ *
+ * * `backend`: `"memory"` (the default), `"sqlite"`, `"jsonl"` or
+ *   `"postgres"`;
+ * * `path`: the SQLite database file, or the JSONL root directory
+ *   (required by those two, refused by the others);
+ * * `url`: postgres only, required: `postgresql://user@host:port/db`;
+ * * `schema`: postgres only: the schema holding the store (default
+ *   `"dsh"`);
+ * * `statementTimeoutMs`: postgres only: how long a statement waits for
+ *   the server, 1 to 2147483647 (default 30000);
+ * * `compression`: jsonl only: `"zstd"` (the default) or `"none"`;
+ * * `batchWindowMs`: the write-behind window, 0 to 2147483647 (default
+ *   25; 0 writes inside each append);
+ * * `admission`: `"strict"` (the default) or `"reference"`;
+ * * `eventTypes`: the host's own event type names (default `[]`);
+ * * `readOnly`: `true` opens a reader beside the store's writer: no lock,
+ *   no write (sqlite, jsonl, postgres; default `false`);
+ * * `locking`: sqlite only: `"shared"` (the default) or `"exclusive"`;
+ * * `trimHeap`: `true` returns the heap freed by a session open to the
+ *   system (default `false`).
+ *
+ * The keys are described in docs/c-api.md, the stores in
+ * docs/formats.md. On success `*store` receives a new handle that the
+ * caller releases with `dsh_store_close`; on failure `*store` is set to
+ * NULL. `out` (may be NULL) receives `{"backend":...}` or the error.
  *
  * Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_INVALID_ARGUMENT` (NULL
  * `store`, non-UTF-8 text, bad configuration, a backend not in this
  * build: `config.backend-not-built`, whose message lists the backends it
- * has), `DSH_E_IO`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_CONFLICT`.
+ * has), `DSH_E_IO`, `DSH_E_SCHEMA_MISMATCH`, `DSH_E_CORRUPT` (a damaged
+ * database or store identity), `DSH_E_CONFLICT` (another writer holds the
+ * store), `DSH_E_NOT_FOUND` (a `readOnly` open of a path that holds no
+ * store).
  *
  * # Safety
  * Pointers are NULL or valid for the call; `config_json` is NUL-terminated.

@@ -6,9 +6,13 @@
 # Each ```sh block runs twice in a row, from the repository root, with
 # `bash -euo pipefail` (the README's commands must work again on a machine
 # where they already ran); a ```c block (C99) and a ```cpp block (C++17)
-# are compiled against the cargo build the quickstart block made and run; a
-# ```rust block is the main.rs of a crate outside the repository that
-# depends on the core by path, run with cargo; a ```json block must parse.
+# are compiled against the cargo build the quickstart block made and run,
+# and when a ```c block's first line is `/* NAME.c: COMMAND */` the COMMAND
+# runs as written in a directory holding the block as NAME.c, with
+# pkg-config finding that build (a temporary dsh-session.pc) and no
+# LD_LIBRARY_PATH; a ```rust block is the main.rs of a crate outside the
+# repository that depends on the core by path, run with cargo; a ```json
+# block must parse.
 # ```text blocks are not code. A block preceded by the line
 # `<!-- readme-test: skip: REASON -->` is listed with its reason instead of
 # being run (a block that runs this very script, one that needs root and
@@ -64,6 +68,20 @@ for f in $(ls "$work" | grep -E '^[0-9]+\.[a-z]+$' | grep -v '\.line$\|\.skip$' 
                     -Wl,-rpath,"$root/target/release" -o "$work/$n.bin" && "$work/$n.bin") >"$log" 2>&1; then
                 echo "FAIL $name:"; tail -n 40 "$log" | sed 's/^/#  /'
                 failed=$((failed + 1)); continue
+            fi
+            first=$(head -n 1 "$work/$f")
+            if [[ $first =~ ^/\*\ ([A-Za-z0-9_-]+\.c):\ (.*)\ \*/$ ]]; then
+                file=${BASH_REMATCH[1]} command=${BASH_REMATCH[2]}
+                pc=$work/pkgconfig
+                mkdir -p "$pc" "$work/$n.dir"
+                printf 'libdir=%s\nincludedir=%s\n\nName: dsh-session\nDescription: the cargo build of this checkout\nVersion: 0\nCflags: -I${includedir}\nLibs: -L${libdir} -ldsh_session\n' \
+                    "$root/target/release" "$root/include" >"$pc/dsh-session.pc"
+                cp "$work/$f" "$work/$n.dir/$file"
+                if ! (cd "$work/$n.dir" && env -u LD_LIBRARY_PATH PKG_CONFIG_PATH="$pc" \
+                        bash -euo pipefail -c "$command") >"$log" 2>&1; then
+                    echo "FAIL $name (its build line: $command):"; tail -n 40 "$log" | sed 's/^/#  /'
+                    failed=$((failed + 1)); continue
+                fi
             fi ;;
         cpp)
             if ! (c++ -std=c++17 -Wall -Wextra -Werror -Iinclude "$work/$f" -Ltarget/release -ldsh_session \

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 pub use crate::rule::Rule;
 
-/// The C status codes of `c-api.md`. Numbers are part of the ABI and are
+/// The C status codes of `docs/c-api.md`. Numbers are part of the ABI and are
 /// never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
@@ -77,7 +77,7 @@ impl Status {
     }
 }
 
-/// A failure with its stable rule id (`errors.md`).
+/// A failure with its stable rule id (`docs/errors.md`).
 #[derive(Debug, Clone)]
 pub struct Error {
     /// The C status this failure maps to.

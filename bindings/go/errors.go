@@ -83,7 +83,7 @@ type Error struct {
 	Op string
 	// Status is the status code the call returned.
 	Status Status
-	// Rule is the stable rule id of errors.md (e.g. "surface.replace-uncovered"),
+	// Rule is the stable rule id of docs/errors.md (e.g. "surface.replace-uncovered"),
 	// or "json.*", "arg.*", "io.*", "handle.closed", ... for other conditions.
 	Rule string
 	// Message is the human-readable explanation.

@@ -140,7 +140,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Header is a session header (events.md §8).
+// Header is a session header (docs/events.md §13).
 type Header struct {
 	// Version is the header format version (0).
 	Version int `json:"version"`

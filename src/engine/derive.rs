@@ -1,4 +1,4 @@
-//! Message projection (derive.md §2) and the derive cache (§3).
+//! Message projection (docs/events.md §9.1) and the derive cache (§9.2).
 
 use super::chunked::Chunked;
 use super::event::{Event, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE};
@@ -97,7 +97,7 @@ pub fn value_message(event: &Value) -> Option<&Value> {
     }
 }
 
-/// The derived messages of a complete log given as JSON (derive.md §3.1):
+/// The derived messages of a complete log given as JSON (docs/events.md §9.3):
 /// its pure surface fold, projected. Fails like the fold.
 pub fn derive_log(log: &[Value]) -> Result<Vec<&Value>> {
     let fold = surface::fold(log, Markers::Required)?;

@@ -1,4 +1,4 @@
-//! The event envelope (events.md §3) and its canonical serialization.
+//! The event envelope (docs/events.md §3) and its canonical serialization.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -32,7 +32,7 @@ pub const REQUEST_HEADER_DELTA: &str = "request/header-delta";
 /// `session/end-seed`.
 pub const END_SEED: &str = "session/end-seed";
 
-/// The three surface-eligible types (events.md §5.14).
+/// The three surface-eligible types (docs/events.md §1).
 pub const SURFACE_TYPES: [&str; 3] = [USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT];
 
 mod build;

@@ -1,4 +1,4 @@
-//! The input side of `append` (errors.md §3.1 steps 1–3): parsing the JSON
+//! The input side of `append` (docs/errors.md §3.1 steps 1–3): parsing the JSON
 //! text given at the ABI, the lossless and retired-vocabulary checks of
 //! `data`, and the intent's surface metadata.
 
@@ -103,7 +103,7 @@ pub(super) fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool
         .map_err(|e| Error::invalid_json(Rule::JsonParse, format!("{what} is not valid JSON: {e}")))
 }
 
-/// Steps 1–3 of `append` (errors.md §3.1): lossless data, retired header
+/// Steps 1–3 of `append` (docs/errors.md §3.1): lossless data, retired header
 /// vocabulary, then the intent's surface metadata. Returns
 /// `(sourceEventSeqs, surfaceOp, ignorable)`, the last being the intent's
 /// `ignorable` member as given (the admission decides what it means).
@@ -168,7 +168,7 @@ pub(super) fn check_input(
 }
 
 /// The input checks of `append` that come before the re-entrancy check
-/// (errors.md §3.1 steps 1–3), for a caller that must refuse the append
+/// (docs/errors.md §3.1 steps 1–3), for a caller that must refuse the append
 /// anyway: it reports the earlier error when there is one.
 pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
     check_input(

@@ -1,4 +1,4 @@
-//! Crash repair (lifecycle.md §6): the closing events that balance a log
+//! Crash repair (docs/lifecycle.md §6): the closing events that balance a log
 //! that ends inside a turn. Deterministic: no clock, no randomness.
 
 use super::event::{

@@ -1,5 +1,5 @@
-//! Request header and request context folds (derive.md §4, §5) and the
-//! token usage fold (§7).
+//! Request header and request context folds (docs/events.md §10.1, §10.2) and the
+//! token usage fold (§10.4).
 
 use super::event::{Event, ASSISTANT_MESSAGE, REQUEST_CONTEXT, REQUEST_HEADER};
 use crate::json::{Object, Value};
@@ -99,7 +99,7 @@ fn string_positive(text: &str) -> bool {
     !negative && body.parse::<f64>().is_ok_and(|n| n > 0.0)
 }
 
-/// `canonicalHeader` (derive.md §4.1): `config` as is, `adapterDefaults`
+/// `canonicalHeader` (docs/events.md §10.1): `config` as is, `adapterDefaults`
 /// only when a marker is `true`, `system` and `tools` only when their
 /// `length` is greater than zero.
 /// A header that is not an object has no canonical form (`None`).
@@ -169,7 +169,7 @@ impl RequestFolds {
     }
 }
 
-/// Token totals (derive.md §7): `[uncachedInput, output, cacheRead, cacheWrite]`.
+/// Token totals (docs/events.md §10.4): `[uncachedInput, output, cacheRead, cacheWrite]`.
 pub fn token_usage<'a>(log: impl IntoIterator<Item = &'a Event>) -> [f64; 4] {
     let mut totals = [0.0f64; 4];
     let mut last: Option<(Value, Value, [f64; 4])> = None;

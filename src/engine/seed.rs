@@ -1,4 +1,4 @@
-//! Seed admission (errors.md §3.2) and session header validation (§4.5).
+//! Seed admission (docs/errors.md §3.2) and session header validation (§4.5).
 
 use super::event::{
     Checked, Event, ASSISTANT_MESSAGE, REQUEST_HEADER, REQUEST_HEADER_DELTA, TOOL_RESULT,
@@ -8,7 +8,7 @@ use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
 use crate::rule::Rule;
 
-/// How a seed is checked (lifecycle.md §3).
+/// How a seed is checked (docs/lifecycle.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeedMode {
     /// `Session.create`, fork, replay: every event is lossless-checked.
@@ -393,7 +393,7 @@ pub enum MessageKind {
     ToolResult,
 }
 
-/// The `msg.*` rules (errors.md §4.3) on the message of one event, in the
+/// The `msg.*` rules (docs/errors.md §4.3) on the message of one event, in the
 /// reference's order. `subject` names the event in messages.
 pub fn check_message(
     message: Option<&Value>,
@@ -517,7 +517,7 @@ fn header_error(rule: Rule, message: impl Into<String>) -> Error {
     Error::rejected(rule, message)
 }
 
-/// `validateSessionHeader` (errors.md §4.5) for a header about to be used
+/// `validateSessionHeader` (docs/errors.md §4.5) for a header about to be used
 /// for session `id`.
 pub fn validate_header(header: &Value, id: &str) -> Result<()> {
     if !header.is_lossless() {

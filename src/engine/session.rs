@@ -184,7 +184,7 @@ impl Session {
         Ok(())
     }
 
-    /// A session constructed from `seed` (lifecycle.md §3): every event is
+    /// A session constructed from `seed` (docs/lifecycle.md §3): every event is
     /// admitted by the seed rules, the header is validated after the events
     /// (snapshot mode) or before them (restore mode), and a
     /// `session/end-seed` marker is appended unless the seed ends with one.
@@ -221,9 +221,6 @@ impl Session {
         Ok(s)
     }
 
-    /// End a seed: what is in the log now is inherited (`firstLiveSeq`),
-    /// and a `session/end-seed` marker follows unless the seed ends with
-    /// one (lifecycle.md §3).
     /// A stored log as it is, for reading (a read-only store): admitted
     /// and folded as in restore mode, but no closer and no end-seed marker
     /// is added, so its events are exactly the stored ones. Never append
@@ -244,6 +241,9 @@ impl Session {
         Ok(s)
     }
 
+    /// End a seed: what is in the log now is inherited (`firstLiveSeq`),
+    /// and a `session/end-seed` marker follows unless the seed ends with
+    /// one (docs/lifecycle.md §3, §4).
     fn seal(&mut self, now: i64) -> Result<()> {
         self.first_live_seq = self.log.len() as u64;
         if self.log.last().is_some_and(|e| e.ty == END_SEED) {
@@ -322,7 +322,7 @@ impl Session {
     }
 
     /// Build the candidate of `append(type, data, intent)` and plan it
-    /// (events.md §3.2, errors.md §3.1). Nothing changes.
+    /// (docs/events.md §3.2, docs/errors.md §3.1). Nothing changes.
     fn prepare(
         &self,
         ty: &str,

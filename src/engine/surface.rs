@@ -1,4 +1,4 @@
-//! The surface (surface.md): admission of one candidate (`plan`), applying a
+//! The surface (docs/events.md §6): admission of one candidate (`plan`), applying a
 //! plan, and the pure full fold with its replacement records.
 
 use std::collections::HashSet;
@@ -122,7 +122,7 @@ impl Surface {
         self.generation
     }
 
-    /// Admission of `c` as the event with seq `expected` (surface.md §3).
+    /// Admission of `c` as the event with seq `expected` (docs/events.md §6.1).
     /// Nothing is changed. A refusal names `expected` as its seq.
     pub fn plan(
         &self,
@@ -290,7 +290,7 @@ fn replace_shape(o: &Object) -> Option<(u64, u64)> {
     Some((o.get("start")?.as_safe_u64()?, o.get("end")?.as_safe_u64()?))
 }
 
-/// surface.md §3.1.
+/// docs/events.md §6.2.
 fn check_provenance(c: &Candidate<'_>, seq: u64, shadowed: &[u64]) -> Result<()> {
     // Only an error message names the type.
     let type_name = || c.ty.map_or_else(String::new, |t| t.to_string_lossy());
@@ -363,7 +363,7 @@ fn uncovered(seq: u64, missing: &[String]) -> Result<()> {
     ))
 }
 
-/// surface.md §5.
+/// docs/events.md §7.
 fn check_tool_result_rewrite(
     c: &Candidate<'_>,
     shadowed: &[u64],
@@ -412,7 +412,7 @@ fn rewrite_target(seq: u64) -> Error {
     )
 }
 
-/// The comparison copy of surface.md §5, held by reference: `data` without
+/// The comparison copy of docs/events.md §7, held by reference: `data` without
 /// `message`, `message` without `content`, and the first content block with
 /// its inner `content` blanked. `None` where the reference hits a TypeError.
 struct RewriteView<'a> {
@@ -582,7 +582,7 @@ pub fn candidate_of(v: &Value) -> Candidate<'_> {
     }
 }
 
-/// `foldSurface(events)` (surface.md §7): replay a complete log from seq 0.
+/// `foldSurface(events)` (docs/events.md §6.4): replay a complete log from seq 0.
 /// The error carries the index of the failing event.
 pub fn fold(events: &[Value], markers: Markers) -> Result<Fold> {
     let mut f = Fold::default();

@@ -1,4 +1,4 @@
-//! Load-time handling of stored logs (lifecycle.md §7, errors.md §3.5):
+//! Load-time handling of stored logs (docs/lifecycle.md §7, docs/errors.md §3.5):
 //! whole-log refusal of retired vocabulary, the in-memory legacy shape
 //! upgrades, and the known-type check. Storage is never rewritten.
 

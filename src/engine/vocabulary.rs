@@ -1,4 +1,4 @@
-//! The known event vocabulary (events.md §6) and the `ignorable` rule.
+//! The known event vocabulary (docs/events.md §12) and the `ignorable` rule.
 
 use crate::json::JsString;
 
@@ -70,7 +70,7 @@ vocabulary![
     "web/deepseek-search-llm-request",
 ];
 
-/// Retired types (events.md §6.2): refused (`request/header-delta`,
+/// Retired types (docs/events.md §12.2): refused (`request/header-delta`,
 /// `mode/set`) or rewritten (`steering/message`) by a load.
 pub const RETIRED_EVENT_TYPES: [&str; 3] = ["mode/set", "request/header-delta", "steering/message"];
 

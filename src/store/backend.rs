@@ -1,5 +1,5 @@
 //! The storage backend trait: one interface in front of memory, JSONL and
-//! SQLite (persistence.md §3.1). Backends store and return what the engine
+//! SQLite (docs/formats.md §1). Backends store and return what the engine
 //! accepted; they never re-check an engine rule. Every method that writes
 //! returns only when the write is durable.
 
@@ -156,7 +156,7 @@ impl PartialEq<Value> for Stored {
 /// A stored session as read back.
 #[derive(Debug, Clone)]
 pub struct Loaded {
-    /// The session header (events.md §8 key order), as stored.
+    /// The session header (docs/events.md §13 key order), as stored.
     pub header: Value,
     /// The events of the valid, contiguous prefix (seq 0, 1, …) in their
     /// stored key order. Not lossless-checked (restore mode).

@@ -1,4 +1,4 @@
-//! Packed chunk rows (persistence.md §6.4, §7.5): runs of streamed
+//! Packed chunk rows (docs/formats.md §3.3, §4.5): runs of streamed
 //! `assistant/chunk` deltas stored as one record, expanded back on read.
 //! Shared by the JSONL and SQLite formats, which differ only in bounds.
 //! Packing is in `pack.rs`; this module validates and expands rows.

@@ -209,7 +209,7 @@ impl StoreConfig {
     }
 }
 
-/// How long SQLite waits for another connection's lock (persistence.md §7.1).
+/// How long SQLite waits for another connection's lock (docs/formats.md §4.1).
 pub const SQLITE_BUSY_TIMEOUT_MS: u32 = 5000;
 
 /// How long a read-only SQLite open waits for the writer's lock: readers

@@ -10,7 +10,7 @@
 //! session is copied as stored, damaged or not, except that a torn tail is
 //! refused (it would be lost; repair the source first).
 //!
-//! The one header difference is the spec's (persistence.md §6.7): a JSONL
+//! The one header difference is the formats' own (docs/formats.md §8): a JSONL
 //! header always carries `delegationDepth` (0 when absent), SQLite keeps it
 //! absent.
 

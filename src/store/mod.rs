@@ -1,5 +1,5 @@
 //! Stores: a backend, its write-behind writer, the registry of live
-//! sessions, the clock, and the lifecycle notices (persistence.md §2).
+//! sessions, the clock, and the lifecycle notices (docs/lifecycle.md §9).
 //! `open` = load + upgrade + validate + repair, made durable before the
 //! session is handed out.
 
@@ -249,7 +249,7 @@ impl Store {
         &self.policy
     }
 
-    /// Create a session (c-api.md `dsh_session_create`).
+    /// Create a session (docs/c-api.md `dsh_session_create`).
     pub fn create(self: &Arc<Store>, opts: CreateOptions) -> Result<Arc<LiveSession>> {
         self.check_writable("create")?;
         let now = now_ms();

@@ -1,4 +1,4 @@
-//! The cold read pipeline (persistence.md §4.1): a stored log becomes a
+//! The cold read pipeline (docs/lifecycle.md §8): a stored log becomes a
 //! session (identity and version checks, the fast path for logs already
 //! in the current format, upgrade of older ones, validation, repair).
 
@@ -29,7 +29,7 @@ pub struct Restored {
     pub as_stored: bool,
 }
 
-/// The cold read pipeline (persistence.md §4.1) over a backend's read.
+/// The cold read pipeline (docs/lifecycle.md §8) over a backend's read.
 /// Types outside `vocab` not marked `ignorable` refuse the log.
 pub fn restore(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Result<Restored> {
     restore_events(

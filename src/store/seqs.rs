@@ -1,4 +1,4 @@
-//! Seq continuity of what a backend is handed (persistence.md §5): a
+//! Seq continuity of what a backend is handed (docs/formats.md §2): a
 //! batch must continue the stored log. The writer checks it once for every
 //! backend; backends that keep their own idea of the next seq (JSONL)
 //! check it again.

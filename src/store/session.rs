@@ -183,7 +183,7 @@ impl LiveSession {
         intent: Option<&str>,
     ) -> Result<Arc<Event>> {
         if self.check_reentrant().is_err() {
-            // errors.md §3.1: the input checks come before `append.reentrant`.
+            // docs/errors.md §3.1: the input checks come before `append.reentrant`.
             crate::engine::session::check_append_input(ty, data.as_str(), intent)?;
         }
         let mut v = self.commit(|s, now| Ok(vec![s.append_text(ty, data, intent, now)?]))?;

@@ -1,6 +1,6 @@
 //! Read-only verification of stored sessions (the `dsh-session verify`
-//! command): every rule the cold read pipeline applies (persistence.md §4.1,
-//! errors.md §3.5) is checked on the stored data, and every finding is
+//! command): every rule the cold read pipeline applies (docs/lifecycle.md §8,
+//! docs/errors.md §3.5) is checked on the stored data, and every finding is
 //! reported with its rule id and seq instead of stopping at the first one.
 //!
 //! Nothing is written: the backend is only asked to `list` and `load`, and
@@ -10,7 +10,7 @@
 //! the authority, so verification never passes a session that `open` would
 //! refuse.
 //!
-//! Two findings are not errors but what `open` repairs (lifecycle.md §6):
+//! Two findings are not errors but what `open` repairs (docs/lifecycle.md §6):
 //! a torn tail ([`TORN_TAIL`]) and an interrupted turn ([`INTERRUPTED_TURN`]).
 
 use std::collections::HashSet;
@@ -27,12 +27,12 @@ use crate::error::{Error, Status};
 use crate::json::Value;
 use crate::rule::Rule;
 
-/// Rule id of a torn tail (cut by `open`; not in errors.md, which has no id
-/// for a tolerated tail).
+/// Rule id of a torn tail (cut by `open`): a finding of `verify`, not an
+/// error (docs/errors.md §6.6).
 pub const TORN_TAIL: Rule = Rule::RepairTornTail;
 
 /// Rule id of a log that ends inside a turn (`open` appends the closers of
-/// lifecycle.md §6).
+/// docs/lifecycle.md §6).
 pub const INTERRUPTED_TURN: Rule = Rule::RepairInterruptedTurn;
 
 /// How bad a finding is.
@@ -53,7 +53,7 @@ pub enum Severity {
 pub struct Problem {
     /// The session it belongs to (`None` for the store as a whole).
     pub session: Option<String>,
-    /// The stable rule id (errors.md, or [`TORN_TAIL`] / [`INTERRUPTED_TURN`]).
+    /// The stable rule id (docs/errors.md, or [`TORN_TAIL`] / [`INTERRUPTED_TURN`]).
     pub rule: Rule,
     /// The inner rule of a wrapping rule (`load.validation`, `load.corrupt-committed-row`).
     pub cause: Option<Rule>,

@@ -1,4 +1,4 @@
-//! Write-behind (persistence.md §5): appends hand their events to a queue
+//! Write-behind (docs/formats.md §2): appends hand their events to a queue
 //! and return; a background thread writes each session's pending events as
 //! one batch once the batch window has passed. `flush` is the durability
 //! barrier. A failed write keeps its events (in order) for the next try and

@@ -93,7 +93,7 @@ fn write_out(out: *mut dsh_buf, text: String) {
     unsafe { out.write(buf) };
 }
 
-/// The JSON error object of c-api.md.
+/// The JSON error object of docs/c-api.md.
 fn error_json(e: &Error) -> String {
     use ::dsh_session::json::{Object, Value};
     let mut o = Object::new();

@@ -28,7 +28,7 @@ fn parse_log(text: &str) -> Result<Vec<Value>> {
         })
 }
 
-/// The pure full fold of a complete log (surface.md §7):
+/// The pure full fold of a complete log (docs/events.md §6.4):
 /// `{"nodes":[...],"replacements":[{"seq","start","end","shadowedSeqs"}]}`.
 /// Only the surface rules and `seq.gap` are checked; the error carries the
 /// failing event's `index`.
@@ -77,7 +77,7 @@ pub unsafe extern "C" fn dsh_derive_messages(
 }
 
 /// The closing events crash repair would append to a complete log
-/// (lifecycle.md §6), as a JSON array (empty when the log ends balanced).
+/// (docs/lifecycle.md §6), as a JSON array (empty when the log ends balanced).
 ///
 /// Returns `DSH_OK`, `DSH_E_INVALID_JSON`, `DSH_E_REJECTED` (envelope or
 /// `seq.gap`), `DSH_E_INVALID_ARGUMENT`.

@@ -368,7 +368,7 @@ pub unsafe extern "C" fn dsh_session_surface(
     })
 }
 
-/// The derived message list (derive.md): the messages of the surface nodes
+/// The derived message list (docs/events.md §9): the messages of the surface nodes
 /// in surface order. Cached: O(new events) per call while no replace happened.
 ///
 /// Returns `DSH_OK`, `DSH_E_INVALID_ARGUMENT`, `DSH_E_CLOSED`.

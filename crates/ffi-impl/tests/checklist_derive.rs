@@ -1,4 +1,5 @@
-//! derived-cache.spec.ts and request-header.spec.ts (derive.md §2–§5).
+//! The derive cache and the request header and context folds
+//! (docs/events.md §9, §10).
 
 mod checklist_support;
 

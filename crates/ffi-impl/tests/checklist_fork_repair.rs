@@ -1,4 +1,5 @@
-//! fork.spec.ts and repair.spec.ts (lifecycle.md §5, §6; errors.md §3.4, §4.8).
+//! Forks and crash repair (docs/lifecycle.md §5, §6; docs/errors.md §3.4,
+//! §4.8).
 
 mod checklist_support;
 
@@ -236,7 +237,7 @@ fn invalid_boundaries_are_refused_before_any_child_is_created() {
 #[test]
 fn fork_from_a_closed_handle_is_refused() {
     // The ABI resolves the source through its handle: an unknown / detached
-    // source is a closed handle (c-api.md, DSH_E_CLOSED).
+    // source is a closed handle (docs/c-api.md, DSH_E_CLOSED).
     let store = Store::open();
     let src = store.session("gone");
     let raw = src.raw;
@@ -330,7 +331,7 @@ fn duplicate_child_id_is_checked_before_the_boundary() {
 const NOT_STARTED: &str = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
 const UNKNOWN: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
 
-/// The exact synthetic tool result of lifecycle.md §6.2 (key order included).
+/// The exact synthetic tool result of docs/lifecycle.md §6.2 (key order included).
 fn synthetic(seq: u64, time: i64, turn: u64, step: u64, call: &str, call_seq: Option<u64>) -> J {
     let (text, name, code) = match call_seq {
         Some(_) => (UNKNOWN, "ToolOutcomeUnknownError", "TOOL_OUTCOME_UNKNOWN"),
@@ -522,7 +523,7 @@ fn several_unanswered_calls_each_get_a_result_in_transcript_order() {
 
 #[test]
 fn logged_tool_call_gives_an_outcome_unknown_result_citing_it() {
-    // lifecycle.md §6 worked example.
+    // docs/lifecycle.md §6 worked example.
     let mut log = Log::new();
     log.push("turn/start", json!({"turn": 3}));
     log.push("step/start", json!({"turn": 3, "step": 1}));

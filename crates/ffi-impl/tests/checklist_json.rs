@@ -1,5 +1,5 @@
-//! json.spec.ts: the lossless JSON value model at the ABI (events.md §2,
-//! errors.md §4.1).
+//! The lossless JSON value model at the ABI (docs/events.md §2,
+//! docs/errors.md §4.1).
 
 mod checklist_support;
 

@@ -1,4 +1,4 @@
-//! properties.spec.ts: deterministic pseudo-random properties (fixed seeds,
+//! Deterministic pseudo-random properties (fixed seeds,
 //! ~200 iterations each) over derivation, seqs and re-seeding.
 
 mod checklist_support;

@@ -1,6 +1,7 @@
-//! session.spec.ts (Session): derivation from the log, turn-end round trips,
-//! seeds (envelope, contiguity, message shape, request headers), end-seed
-//! (lifecycle.md §3–§4, events.md §3, §5, errors.md §3.2, §4.2–§4.4).
+//! Sessions: derivation from the log, turn-end round trips, seeds
+//! (envelope, contiguity, message shape, request headers), end-seed
+//! (docs/lifecycle.md §3–§4, docs/events.md §3, §5, docs/errors.md §3.2,
+//! §4.2–§4.4).
 
 mod checklist_support;
 
@@ -232,7 +233,7 @@ fn each_malformed_message_shape_is_refused_with_its_rule_at_seed_only() {
         log.push("turn/start", json!({"turn": 1}));
         log.surf(ty, data.clone(), op_append());
         seed_rejects(log.json(), DSH_E_REJECTED, rule, 1);
-        // The live append does not check message shapes (errors.md §3.1).
+        // The live append does not check message shapes (docs/errors.md §3.1).
         ok(live.append(ty, &data, Some(&op_append())));
     }
 }

@@ -1,6 +1,6 @@
-//! session.spec.ts (Session): lossless data and metadata, copies and
-//! immutability of everything handed in or out, deep nesting, and the
-//! session header rules (events.md §2, §3.2, §8; errors.md §3.1, §4.1, §4.5).
+//! Sessions: lossless data and metadata, copies and immutability of
+//! everything handed in or out, deep nesting, and the session header rules
+//! (docs/events.md §2, §3.2, §13; docs/errors.md §3.1, §4.1, §4.5).
 
 mod checklist_support;
 
@@ -357,7 +357,7 @@ fn deeply_nested_data_survives_append_seed_and_restore() {
     });
     assert_eq!(st, DSH_OK);
     assert!(text.contains(&data));
-    // A known type: a load refuses unknown non-ignorable ones (events.md §6.1).
+    // A known type: a load refuses unknown non-ignorable ones (docs/events.md §11.3).
     let seed = format!(
         r#"{{"id":"seeded","seed":[{{"type":"compaction/summary","seq":0,"time":1,"data":{data}}}]}}"#
     );

@@ -1,6 +1,6 @@
-//! session.spec.ts (SessionStore, todo/write): registration, notices,
-//! header meta, re-entrant appends, the todo snapshot (persistence.md §2,
-//! events.md §8, errors.md §3.1, §4.5, §4.7, derive.md §6).
+//! Stores and `todo/write`: registration, notices, header meta, re-entrant
+//! appends, the todo snapshot (docs/lifecycle.md §9, docs/events.md §13,
+//! §10.3, docs/errors.md §3.1, §4.5, §4.7).
 
 mod checklist_support;
 
@@ -65,7 +65,7 @@ fn duplicate_ids_are_refused_and_seeding_works_through_the_store() {
 
 #[test]
 fn creating_an_id_that_already_has_a_stored_log_is_refused() {
-    // persistence.md §3 `create`: an id already stored is refused
+    // Creating an id already stored is refused
     // (`persist.exists-stored`, DSH_E_CONFLICT); it must be opened instead.
     let store = Store::open();
     let a = store.session("a");
@@ -98,7 +98,7 @@ fn opening_a_stored_session_registers_and_announces_it_once() {
     let rec = Recorder::default();
     let store = Store::open();
     observe(&store, &rec);
-    // Known types only: a load refuses unknown non-ignorable ones (events.md §6.1).
+    // Known types only: a load refuses unknown non-ignorable ones (docs/events.md §11.3).
     let a = store.seeded(
         "a",
         &json!([ev(0, "session/title", json!({"title": "t"}), None)]),
@@ -125,7 +125,7 @@ fn opening_a_stored_session_registers_and_announces_it_once() {
         DSH_E_CONFLICT
     );
     assert!(store.open_session("a").is_err());
-    // stored log + the end-seed of the new lifecycle (lifecycle.md §4).
+    // stored log + the end-seed of the new lifecycle (docs/lifecycle.md §4).
     assert_eq!(b.len(), 4);
     assert_eq!(b.events()[3]["type"], "session/end-seed");
     assert_eq!(b.info()["firstLiveSeq"], json!(3));
@@ -397,7 +397,7 @@ fn reentrant_append_from_an_observer_is_refused_and_order_is_kept() {
 
 #[test]
 fn reentrant_append_checks_its_data_before_reentrancy() {
-    // errors.md §3.1: json.not-lossless (1) precedes append.reentrant (4).
+    // docs/errors.md §3.1: json.not-lossless (1) precedes append.reentrant (4).
     let (r, store) = reentrant_store("[-0]");
     let s = store.session("s");
     r.session.store(s.raw, Ordering::SeqCst);
@@ -410,7 +410,7 @@ fn reentrant_append_checks_its_data_before_reentrancy() {
 
 // ------------------------------------------------------------- todo/write
 
-/// The todo fold of derive.md §6 over a log (the library exposes the log).
+/// The todo fold of docs/events.md §10.3 over a log (the library exposes the log).
 fn current_todos(events: &J) -> J {
     events
         .as_array()

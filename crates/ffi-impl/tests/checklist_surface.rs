@@ -1,5 +1,5 @@
-//! surface.spec.ts: `foldSurface` provenance, tool-result rewrites and the
-//! type guards / generation (surface.md §3, §5, §7, §8; errors.md §4.6).
+//! The surface fold's provenance, tool-result rewrites and the type guards /
+//! generation (docs/events.md §6, §7; docs/errors.md §4.6).
 
 mod checklist_support;
 

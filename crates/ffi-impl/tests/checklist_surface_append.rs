@@ -1,5 +1,5 @@
-//! surface.spec.ts: `deriveMessages` over the surface and the surface
-//! options of `Session.append` (surface.md §2, §3, derive.md §1–§2).
+//! Derived messages over the surface and the surface options of an append
+//! (docs/events.md §6, §9).
 
 mod checklist_support;
 

@@ -1,6 +1,6 @@
-//! surface.spec.ts: the incremental manager (windows, incremental vs full
-//! fold, splicing), `deriveMessages` over the surface and the surface options
-//! of `Session.append` (surface.md §3–§6, derive.md §1).
+//! The incremental surface (windows, incremental vs full fold, splicing),
+//! derived messages over the surface and the surface options of an append
+//! (docs/events.md §6, §9).
 
 mod checklist_support;
 

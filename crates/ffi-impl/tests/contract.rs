@@ -1,4 +1,4 @@
-//! The storage contract (persistence.md §1), run through the C ABI against
+//! The storage contract (docs/formats.md §1), run through the C ABI against
 //! every backend: memory, JSONL (zstd and raw lines), SQLite and
 //! PostgreSQL (each test in a fresh schema of the server that
 //! `DSH_TEST_POSTGRES_URL` names; skipped, saying so, without one).
@@ -143,7 +143,7 @@ fn lossless_round_trip_of_every_event_shape(kind: &str) {
     );
     let read = s.events();
     let (written, read) = (written.as_array().unwrap(), read.as_array().unwrap());
-    // Open appends the end-seed marker (lifecycle.md §3); everything else is
+    // Open appends the end-seed marker (docs/lifecycle.md §3); everything else is
     // the log exactly as appended, chunks included.
     assert_eq!(read.len(), written.len() + 1);
     assert_eq!(&read[..written.len()], &written[..]);

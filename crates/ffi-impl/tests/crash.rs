@@ -1,7 +1,7 @@
 //! Crash test: a child process appends through the C ABI with write-behind
 //! on and is killed with SIGKILL at random moments. After every kill the
 //! store must reopen, keep every event acknowledged by a completed flush
-//! (byte for byte), and end balanced (lifecycle.md §6).
+//! (byte for byte), and end balanced (docs/lifecycle.md §6).
 //!
 //! `DSH_CRASH_TRIALS` sets the trials per backend (default 100 for JSONL
 //! and SQLite, at most 30 on PostgreSQL, which needs a server:

@@ -1,4 +1,4 @@
-//! Logs in the reference's older shapes (lifecycle.md §7) open after the
+//! Logs in the reference's older shapes (docs/lifecycle.md §7) open after the
 //! in-memory upgrade; retired vocabulary and malformed legacy shapes refuse.
 //! The logs are written by hand in the reference's JSONL layout.
 

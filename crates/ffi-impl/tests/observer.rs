@@ -1,4 +1,4 @@
-//! Store lifecycle notices (persistence.md §2) through `dsh_store_set_observer`.
+//! Store lifecycle notices (docs/lifecycle.md §9) through `dsh_store_set_observer`.
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! `append_batch` (c-api.md): the all-or-nothing append of
+//! `append_batch` (docs/c-api.md): the all-or-nothing append of
 //! `[{"type","data","intent"?}, ...]`, each item checked against the state
 //! after the ones before it.
 //!

@@ -1,4 +1,4 @@
-//! Forks (lifecycle.md §5): the boundary checks and the child that shares
+//! Forks (docs/lifecycle.md §5): the boundary checks and the child that shares
 //! its parent's prefix.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,7 +8,7 @@ use crate::rule::Rule;
 
 impl Session {
     /// The length of the inherited prefix of a fork at `boundary`
-    /// (lifecycle.md §5 steps 3–5): `None` means the last event.
+    /// (docs/lifecycle.md §5 steps 2–4): `None` means the last event.
     pub fn fork_len(&self, boundary: Option<&Value>) -> Result<usize> {
         let id = &self.id;
         let b = match boundary {
@@ -66,7 +66,7 @@ impl Session {
     }
 
     /// The child of a fork that inherits the first `len` events (from
-    /// [`Session::fork_len`]), seeded in snapshot mode (lifecycle.md §5).
+    /// [`Session::fork_len`]), seeded in snapshot mode (docs/lifecycle.md §5).
     /// The child shares the inherited events with this session; only the
     /// events not yet known to pass the seed admission are checked, and at
     /// the last event the surface and derived messages are shared too.
@@ -102,7 +102,7 @@ impl Session {
         Ok(child)
     }
 
-    /// The header of a fork child (lifecycle.md §5 step 6).
+    /// The header of a fork child (docs/lifecycle.md §5 step 5).
     fn fork_header(&self, child_id: &str, seed_length: usize, now: i64) -> Value {
         let mut h = Object::new();
         h.insert_str("version", Value::Number(seed::FORMAT_VERSION as f64));

@@ -1,4 +1,4 @@
-//! Packing (persistence.md §6.4): runs of eligible `assistant/chunk`
+//! Packing (docs/formats.md §3.3): runs of eligible `assistant/chunk`
 //! deltas in a batch become packed rows, read from each event's canonical
 //! text.
 

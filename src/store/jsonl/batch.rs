@@ -1,4 +1,4 @@
-//! Encoding and writing one record batch (persistence.md §6.3, §6.5):
+//! Encoding and writing one record batch (docs/formats.md §3.2, §3.4):
 //! records joined by `\n` plus a final `\n`, plain or as exactly one
 //! checksummed Zstandard frame.
 //!

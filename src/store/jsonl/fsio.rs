@@ -1,4 +1,4 @@
-//! Durable filesystem steps of the JSONL backend (persistence.md §6.5):
+//! Durable filesystem steps of the JSONL backend (docs/formats.md §3.4):
 //! directory creation with parent fsyncs, atomic publication of a new log,
 //! appends with rollback, truncation, and the root lock.
 

@@ -1,4 +1,4 @@
-//! The header line of a JSONL log (persistence.md §6.3): writing it in the
+//! The header line of a JSONL log (docs/formats.md §3.2): writing it in the
 //! exact key order, and reading it back with the version refusal, the shape
 //! guard and the retired-field check.
 
@@ -114,7 +114,7 @@ fn refuse_version(v: &Value, path: &Path) -> Result<()> {
 }
 
 /// Read a header record (the first line, `\n` included). Returns the
-/// header in events.md §8 key order with `delegationDepth` always present
+/// header in docs/events.md §13 key order with `delegationDepth` always present
 /// and unknown keys dropped. In [`Mode::List`] a line that is not a header
 /// gives `Ok(None)`.
 pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>> {

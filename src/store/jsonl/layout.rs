@@ -1,4 +1,4 @@
-//! On-disk layout of a JSONL root (persistence.md §6.2): path encodings,
+//! On-disk layout of a JSONL root (docs/formats.md §3.1): path encodings,
 //! lookup of a session's log across project directories, and the
 //! encoding / legacy-layout / duplicate-id refusals.
 
@@ -156,7 +156,7 @@ pub fn fill_from(r: &mut impl io::Read, buf: &mut [u8], path: &Path) -> Result<u
 
 /// True for "does not exist" (`ENOENT`). A non-directory where a
 /// directory should be (`ENOTDIR`) is a fault of the store's tree, not an
-/// absence (errors.md `io.*`).
+/// absence (docs/errors.md `io.*`).
 pub fn is_absent(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
@@ -325,7 +325,7 @@ pub fn duplicate_id(id: &str) -> Error {
     )
 }
 
-/// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` (persistence.md §8; on
+/// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` (docs/formats.md §7; on
 /// Windows the volume and file index, and the last-write and change times).
 pub fn revision_of(meta: &Meta) -> String {
     meta.revision()
@@ -351,7 +351,7 @@ pub fn same_file(a: &Path, b: &Path) -> Result<bool> {
 /// a backend (the CLI's `verify` finds what `list` skips this way)
 /// (`<root>/<project>/<session-dir>/session.jsonl[.zstd]`), whichever
 /// encoding and whatever their header holds. Session directory names are
-/// decoded back from `encodeSegment` (persistence.md §6.2).
+/// decoded back from `encodeSegment` (docs/formats.md §3.1).
 pub fn session_ids(root: &Path) -> Vec<String> {
     let mut ids = Vec::new();
     let mut seen = HashSet::new();

@@ -1,4 +1,4 @@
-//! The JSONL backend (persistence.md §6): one append-only log per session
+//! The JSONL backend (docs/formats.md §3): one append-only log per session
 //! at `<root>/<project-dir>/<session-dir>/session.jsonl[.zstd]`, a header
 //! line followed by storage records (events or packed chunk rows), plain
 //! or as one checksummed Zstandard frame per batch.

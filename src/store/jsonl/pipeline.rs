@@ -1,4 +1,4 @@
-//! The decoding pipeline of a zstd log's frames (persistence.md §6.6):
+//! The decoding pipeline of a zstd log's frames (docs/formats.md §3.5):
 //! frames decoded whole or in pieces, on a second thread for long logs,
 //! which also decodes lines from the back of the piece waiting for the
 //! scanner; the scanner takes every line in log order.

@@ -1,4 +1,4 @@
-//! Reading a JSONL log (persistence.md §6.6): the stable-stat read, the
+//! Reading a JSONL log (docs/formats.md §3.5): the stable-stat read, the
 //! plain and zstd decoders, and the first-record read used by listing.
 
 use std::fs::File;
@@ -28,7 +28,7 @@ pub(super) const STABLE_TRIES: usize = 100;
 /// A decoded log (before the identity check, which needs the path).
 #[derive(Debug)]
 pub struct Decoded {
-    /// The header (events.md §8 key order, `delegationDepth` present).
+    /// The header (docs/events.md §13 key order, `delegationDepth` present).
     pub header: Value,
     /// The valid contiguous prefix.
     pub events: Vec<crate::store::backend::Stored>,
@@ -44,7 +44,7 @@ pub struct Decoded {
 /// How a read treats a log that changes while it is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reading {
-    /// The stable-stat rule (persistence.md §6.6): the file must not change
+    /// The stable-stat rule (docs/formats.md §3.5): the file must not change
     /// at all during the read; the read is made again until it does not.
     Stable,
     /// A reader beside the log's writer (`"readOnly": true`): the bytes
@@ -54,7 +54,7 @@ pub enum Reading {
     Prefix,
 }
 
-/// The stable-stat rule (persistence.md §6.6) around one read of `path`:
+/// The stable-stat rule (docs/formats.md §3.5) around one read of `path`:
 /// stat, `pass` over the opened file (and the length to read, all of it
 /// for [`Reading::Stable`]), stat again, retried until both stats give the
 /// same revision, or for [`Reading::Prefix`] the same file at least as

@@ -1,5 +1,5 @@
-//! The line scanner of a JSONL log (`SessionLogScanner`, persistence.md
-//! §6.6): complete lines become storage records, the valid contiguous
+//! The line scanner of a JSONL log (`SessionLogScanner`, docs/formats.md
+//! §3.5): complete lines become storage records, the valid contiguous
 //! prefix is kept, and damage is tolerated only after the last `turn/end`.
 
 use crate::engine::event::{plain_int, safe_int, TURN_END};

@@ -76,7 +76,7 @@ fn merge_all(b: &mut JsonlBackend, path: &Path) {
     b.merge_tail("m");
 }
 
-/// The format's reader rules (persistence.md §6.5) on a merged log: every
+/// The format's reader rules (docs/formats.md §3.4) on a merged log: every
 /// frame complete with a checksum that holds, the first one exactly the
 /// header line, every other one whole lines.
 fn assert_reader_rules(bytes: &[u8]) {

@@ -65,7 +65,7 @@ fn two_batch_log(b: &mut JsonlBackend, id: &str) -> (Vec<u8>, Vec<u8>) {
     (short, fs::read(&path).unwrap())
 }
 
-/// persistence.md §6.6: stat, read, stat again, retry until both stats
+/// docs/formats.md §3.5: stat, read, stat again, retry until both stats
 /// agree. A log that grows between the read and the second stat is read
 /// again, and the load returns the second read with its revision.
 #[test]
@@ -269,7 +269,7 @@ fn a_log_removed_between_listing_and_stat_is_omitted() {
     }
 }
 
-/// persistence.md §6.5: an append whose write or fsync fails is rolled
+/// docs/formats.md §3.4: an append whose write or fsync fails is rolled
 /// back; when the rollback fails too, both failures are reported
 /// (`io.write`, `DSH_E_IO`), and the committed bytes are untouched.
 #[test]

@@ -1,4 +1,4 @@
-//! Zstandard framing of a compressed JSONL log (persistence.md §6.5, §6.6):
+//! Zstandard framing of a compressed JSONL log (docs/formats.md §3.4, §3.5):
 //! one checksummed frame per written batch, a structural frame scan that
 //! tells complete frames from a torn tail without decompressing, and
 //! decoders for complete and torn frames.

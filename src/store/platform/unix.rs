@@ -52,7 +52,7 @@ impl Meta {
         self.0.created()
     }
 
-    /// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` (persistence.md §8).
+    /// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` (docs/formats.md §7).
     pub fn revision(&self) -> String {
         let meta = &self.0;
         let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);

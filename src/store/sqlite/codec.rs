@@ -1,5 +1,5 @@
-//! The SQLite `source_event_seqs` blob codec (persistence.md, errors.md
-//! §4.13): the first seq as an unsigned LEB128 varint, every later seq as
+//! The SQLite `source_event_seqs` blob codec (docs/formats.md §4.6,
+//! docs/errors.md §4.13): the first seq as an unsigned LEB128 varint, every later seq as
 //! the zigzag-encoded difference from the previous one.
 
 use crate::error::{Error, Result, Status};

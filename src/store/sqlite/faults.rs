@@ -12,7 +12,7 @@ use std::time::Instant;
 /// statement that comes next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Point {
-    /// Open, step 5 of persistence.md §7.3: a `PRAGMA journal_mode`
+    /// Open, step 5 of docs/formats.md §4.3: a `PRAGMA journal_mode`
     /// attempt runs next. `cutoff` is `busyTimeoutMs` after the open
     /// started, the instant from which no attempt may start.
     JournalMode {

@@ -1,4 +1,4 @@
-//! The database file (persistence.md §7.3, §8): parent directory and file
+//! The database file (docs/formats.md §4.1, §7): parent directory and file
 //! rules, exclusive creation with mode 0600 (on Windows a DACL for this
 //! user alone), the single-writer lock, and the file identity used in
 //! revisions.

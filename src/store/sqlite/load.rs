@@ -1,4 +1,4 @@
-//! The whole-log read of one session (persistence.md §7.7): its rows are
+//! The whole-log read of one session (docs/formats.md §4.7): its rows are
 //! selected in seq order and decoded, by a second thread as well when the
 //! log is long ([`PARALLEL_FROM`]), then `scanRows` decides where the
 //! valid prefix ends.

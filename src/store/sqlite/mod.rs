@@ -1,4 +1,4 @@
-//! The SQLite backend, schema 17 (persistence.md §7): one database file
+//! The SQLite backend, schema 17 (docs/formats.md §4): one database file
 //! holding every session, one row per event or per packed chunk run.
 //!
 //! * `file`: path rules, exclusive creation, the single-writer `flock`;
@@ -124,8 +124,8 @@ const INSERT_EVENT: &str = "INSERT INTO events \
 
 impl SqliteBackend {
     /// Open (creating and initializing when absent or empty) the database at
-    /// `path`, or an in-memory database for `":memory:"` (persistence.md
-    /// §7.3), and take the exclusive writer lock (`store.locked`). A
+    /// `path`, or an in-memory database for `":memory:"` (docs/formats.md
+    /// §4.3), and take the exclusive writer lock (`store.locked`). A
     /// database that is refused is left unchanged.
     pub fn open(path: &Path, busy_timeout_ms: u32) -> Result<SqliteBackend> {
         SqliteBackend::open_with_locking(path, busy_timeout_ms, false)

@@ -1,4 +1,4 @@
-//! Event rows (persistence.md §7.4, §7.7): column validation
+//! Event rows (docs/formats.md §4.4, §4.7): column validation
 //! (`sqlite.row-event`), encoding a record into columns, decoding a row
 //! into events (`codec.*`, `row.*`). The physical scan is `load.rs`.
 

@@ -1,4 +1,4 @@
-//! Schema 17 (persistence.md §7.2, §7.3): the exact DDL, the open-time
+//! Schema 17 (docs/formats.md §4.2, §4.3): the exact DDL, the open-time
 //! pragmas, version and identity checks, pristine initialization, the
 //! re-validation inside every write transaction, and store/incarnation ids.
 
@@ -18,7 +18,7 @@ pub const APPLICATION_ID: i64 = 1_146_308_688;
 /// `PRAGMA user_version` of a schema-17 database.
 pub const SCHEMA_VERSION: i64 = 17;
 
-/// The three CREATE statements, token for token as in persistence.md §7.2.
+/// The three CREATE statements, token for token as in docs/formats.md §4.2.
 pub const CREATE_TABLES: [&str; 3] = [
     "CREATE TABLE persistence_state (
   singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
@@ -211,7 +211,7 @@ pub fn validate_for_mutation(conn: &Connection) -> Result<()> {
 /// opens and write-behind ran as fast (docs/performance.md).
 const CACHE_KIB: u32 = 256;
 
-/// Steps 1–7 of persistence.md §7.3 on a freshly opened connection, with
+/// Steps 1–7 of docs/formats.md §4.3 on a freshly opened connection, with
 /// `exclusive` after SQLite's exclusive locking mode, taken before any of
 /// them reads the database; returns the store id. A refused database is left unchanged (the only writes are
 /// the pristine initialization and the journal mode, after the checks).

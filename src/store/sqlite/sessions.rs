@@ -1,4 +1,4 @@
-//! The `sessions` table (persistence.md §7.8): a header as columns, the
+//! The `sessions` table (docs/formats.md §4.8): a header as columns, the
 //! materialization upsert, and decoding a row back into a header
 //! (`sqlite.row-session`).
 

@@ -1,6 +1,6 @@
 //! Differential tests: the SQLite backend and both JSONL encodings store
 //! the same logs and read back the same events, whatever the append
-//! partition (persistence.md §6.7: the backends differ only physically).
+//! partition (docs/formats.md §8: the backends differ only physically).
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! Journal-mode failures injected at the open's fault point
-//! ([`faults::Point::JournalMode`], persistence.md §7.3 step 5): which
+//! ([`faults::Point::JournalMode`], docs/formats.md §4.3 step 5): which
 //! failures are retried, that no attempt starts at or after the cutoff
 //! `busyTimeoutMs` after the open started, and the pause between busy
 //! attempts. An injected SQLITE_BUSY answers at once, where a real one
@@ -216,8 +216,9 @@ fn no_journal_attempt_starts_at_or_after_the_open_cutoff() {
 /// sqlite.spec #13: repeated busy attempts are paced: a switch busy five
 /// times opens at the sixth attempt, each retry at least [`MIN_PAUSE`]
 /// after the one before; an always-busy switch over a 400 ms budget makes
-/// no more attempts than that pause allows, and (the spec's retry every
-/// ≤ 10 ms, with a generous margin for a loaded machine) at least four.
+/// no more attempts than that pause allows, and (the open retries every
+/// ≤ 10 ms, docs/formats.md §4.3; with a generous margin for a loaded
+/// machine) at least four.
 #[test]
 fn repeated_busy_journal_attempts_are_paced() {
     let (dir, events) = with_session("journal-paced");

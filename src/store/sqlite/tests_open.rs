@@ -1,4 +1,4 @@
-//! Opening and mutation-time rules (persistence.md §7.3, §7.8): journal
+//! Opening and mutation-time rules (docs/formats.md §4.3, §4.8): journal
 //! modes left by other connections, a busy journal switch, schema changes
 //! between open and append, invalid `sessions` rows, store identities and
 //! path rules.

@@ -1,4 +1,4 @@
-//! Packed chunk rows and `data` encoding (persistence.md §7.4, §7.7):
+//! Packed chunk rows and `data` encoding (docs/formats.md §4.4, §4.7):
 //! incompressible data, malformed packed rows before and after the last
 //! `turn/end`, size bounds of packed TEXT and zstd data.
 

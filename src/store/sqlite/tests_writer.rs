@@ -1,4 +1,4 @@
-//! Write-behind batching (persistence.md §5) over the SQLite backend,
+//! Write-behind batching (docs/formats.md §2) over the SQLite backend,
 //! through the writer's public API: a wrapper backend records every batch
 //! written (when, which seqs), can hold a write open, and can fail one.
 

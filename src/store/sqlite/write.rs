@@ -1,6 +1,6 @@
 //! The SQLite backend's transactions and row-level helpers: the write
 //! transaction, the logical tail of a session, and the inserts of packed
-//! records (persistence.md §7.8).
+//! records (docs/formats.md §4.8).
 
 use std::sync::Arc;
 

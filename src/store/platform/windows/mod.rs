@@ -110,7 +110,7 @@ impl Meta {
     }
 
     /// `<volume>:<file index>:<size>:<lastWriteNs>:<changeNs>`, the times in
-    /// ns since 1601: the fields of persistence.md §8's revision with
+    /// ns since 1601: the fields of the revision of docs/formats.md §7 with
     /// Windows's file identity and times.
     pub fn revision(&self) -> String {
         let ns = |t: i64| i128::from(t) * 100;
