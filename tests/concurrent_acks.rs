@@ -1,11 +1,12 @@
 //! Many threads race appends, flushes, closes, reopens, forks and derives
-//! on a few sessions of one store. A child process does the racing and
-//! prints every acknowledgement: an event whose flush or close returned
+//! on a few sessions of one store (flushes of different sessions share
+//! group commits). A child process does the racing and prints every
+//! acknowledgement as it comes: an event whose flush or close returned
 //! OK, and the events an open wrote (repair closers, end-seed markers),
-//! which are durable when the open returns. The child then exits without
-//! closing anything. A fresh read of the store in this process must hold
-//! every acknowledged event at its seq, byte for byte, and no seq may be
-//! acknowledged with two different events.
+//! which are durable when the open returns. This process kills it with
+//! SIGKILL in the middle of the race. A fresh read of the store must then
+//! hold every acknowledged event at its seq, byte for byte, and no seq may
+//! be acknowledged with two different events.
 //!
 //! Every backend: memory (checked in the racing process), SQLite, JSONL
 //! (zstd and raw) and PostgreSQL (with `DSH_TEST_POSTGRES_URL`). The race
@@ -44,11 +45,25 @@ struct Handle {
 /// The sessions raced on: each id with its live handle, if any.
 type Slots = Mutex<Vec<(String, Option<Arc<Handle>>)>>;
 
-/// Where the racing threads report acknowledgements.
-type Acks = Arc<Mutex<Vec<(String, u64, String)>>>;
+/// Where the racing threads report acknowledgements: kept, and printed
+/// at once (`ACK\t<id>\t<seq>\t<text>`) by a racing child process.
+#[derive(Default)]
+struct AckList {
+    list: Mutex<Vec<(String, u64, String)>>,
+    print: bool,
+}
+
+type Acks = Arc<AckList>;
 
 fn ack(acks: &Acks, id: &str, events: &[(u64, String)]) {
-    let mut a = acks.lock().unwrap();
+    let mut a = acks.list.lock().unwrap();
+    if acks.print {
+        let mut out = std::io::stdout().lock();
+        for (seq, text) in events {
+            writeln!(out, "ACK\t{id}\t{seq}\t{text}").unwrap();
+        }
+        out.flush().unwrap();
+    }
     a.extend(events.iter().map(|(s, t)| (id.to_string(), *s, t.clone())));
 }
 
@@ -199,9 +214,12 @@ fn step(
 /// The racing process: `threads` threads for `secs` seconds, every
 /// acknowledgement printed as `ACK\t<id>\t<seq>\t<text>`; exits without
 /// closing anything.
-fn race(config: StoreConfig, threads: u64, secs: f64, out: &mut dyn Write) -> (Arc<Store>, Acks) {
+fn race(config: StoreConfig, threads: u64, secs: f64, print: bool) -> (Arc<Store>, Acks) {
     let store = Store::open(config).expect("open the store");
-    let acks: Acks = Arc::default();
+    let acks: Acks = Arc::new(AckList {
+        list: Mutex::default(),
+        print,
+    });
     let slots: Slots = Mutex::new(Vec::new());
     for i in 0..SESSIONS {
         let id = format!("s{i}");
@@ -226,10 +244,6 @@ fn race(config: StoreConfig, threads: u64, secs: f64, out: &mut dyn Write) -> (A
             });
         }
     });
-    for (id, seq, text) in acks.lock().unwrap().iter() {
-        writeln!(out, "ACK\t{id}\t{seq}\t{text}").unwrap();
-    }
-    out.flush().unwrap();
     // The handles stay open: the caller exits (or checks) without closing
     // them, as a host that crashes would.
     std::mem::forget(slots);
@@ -265,12 +279,7 @@ fn race_child_process() {
     let (name, rest) = spec.split_once('\t').unwrap();
     let (secs, dir) = rest.split_once('\t').unwrap();
     let config = config(name, dir).expect("configured");
-    let raced = race(
-        config,
-        16,
-        secs.parse().unwrap(),
-        &mut std::io::stdout().lock(),
-    );
+    let raced = race(config, 16, secs.parse().unwrap(), true);
     std::mem::forget(raced);
     std::process::exit(0);
 }
@@ -339,22 +348,38 @@ fn run(name: &str) {
         return;
     };
     if name == "memory" {
-        let (store, acks) = race(config, 16, secs, &mut std::io::sink());
-        let acks = by_seq(&acks.lock().unwrap());
+        let (store, acks) = race(config, 16, secs, false);
+        let acks = by_seq(&acks.list.lock().unwrap());
         check(&store, &acks, name);
         return;
     }
-    let child = Command::new(std::env::current_exe().unwrap())
+    // The child races longer than it is let live: it dies mid-race.
+    let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "race_child_process", "--nocapture", "--quiet"])
-        .env(CHILD_ENV, format!("{name}\t{secs}\t{dir}"))
+        .env(CHILD_ENV, format!("{name}\t{}\t{dir}", secs + 60.0))
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn the racing child");
-    let output = child.wait_with_output().expect("the racing child");
-    assert!(output.status.success(), "the racing child failed");
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            match line {
+                Ok(l) => lines.push(l),
+                Err(_) => break,
+            }
+        }
+        lines
+    });
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    child.kill().expect("SIGKILL the racing child");
+    let status = child.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the racing child ended before it was killed"
+    );
     let mut acks = Vec::new();
-    for line in BufReader::new(&output.stdout[..]).lines() {
-        let line = line.unwrap();
+    for line in reader.join().unwrap() {
         let mut f = line.splitn(4, '\t');
         if f.next() != Some("ACK") {
             continue;

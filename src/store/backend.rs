@@ -10,6 +10,57 @@ use crate::engine::Event;
 use crate::error::{Error, Result};
 use crate::json::{self, canon, Value};
 
+/// The events of a [`Batch`]: appended ones, or a whole log handed over
+/// shared (a new session's seed).
+#[derive(Debug, Clone, Copy)]
+pub enum Events<'a> {
+    /// Events in seq order.
+    Slice(&'a [Arc<Event>]),
+    /// A session's whole log, shared with it rather than copied.
+    Log(&'a Log),
+}
+
+impl Events<'_> {
+    /// How many events.
+    pub fn len(&self) -> usize {
+        match self {
+            Events::Slice(s) => s.len(),
+            Events::Log(l) => l.len(),
+        }
+    }
+
+    /// No event.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The events as one slice (a log is copied into one).
+    pub fn to_slice(&self) -> std::borrow::Cow<'_, [Arc<Event>]> {
+        match self {
+            Events::Slice(s) => std::borrow::Cow::Borrowed(s),
+            Events::Log(l) => std::borrow::Cow::Owned(l.to_vec()),
+        }
+    }
+}
+
+/// One session's batch for [`Backend::write`].
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    /// The session header (its id names the session).
+    pub header: &'a Value,
+    /// The events, continuing the stored log.
+    pub events: Events<'a>,
+    /// The log does not exist yet: create it with the header and these
+    /// events atomically (never a header without events).
+    pub materialize: bool,
+    /// A fork child's parent and the length of the prefix the child shares
+    /// with it, while the batch still reaches into that prefix: the events
+    /// below that seq are the parent's of the same seqs, byte for byte, and
+    /// a backend that can copy them inside the store may (PostgreSQL's
+    /// `INSERT … SELECT`); the others write them.
+    pub fork: Option<(&'a str, u64)>,
+}
+
 /// A torn tail found by a read, to be cut by [`Backend::commit_repair`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Torn {
@@ -219,45 +270,28 @@ pub trait Backend: Send {
     /// The current revision of `id`, or `None` when nothing is stored.
     fn revision(&mut self, id: &str) -> Result<Option<String>>;
 
-    /// Append `events` (non-empty, continuing the stored log) to the log of
-    /// the session `header` describes. With `materialize` the log does not
-    /// exist yet: create it with the header and these events atomically.
-    /// Durable when it returns; on failure nothing is stored.
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()>;
+    /// Write `batches` durably: one result per batch, in order. The
+    /// batches are of different sessions, each continuing its stored log
+    /// (or creating it, [`Batch::materialize`]). A backend may share the
+    /// durable work of the batches (one transaction, syncs that run at
+    /// once): that is what makes concurrent flushes of many sessions cost
+    /// about one flush. Each batch stands or fails on its own: a failed
+    /// batch stores nothing of itself and leaves the others' results as
+    /// they are; a result is `Ok` only once its batch is durable.
+    fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>>;
 
-    /// [`Backend::append`] of a chunked log (a new session's seed is
-    /// handed over shared). The default copies it into one slice.
-    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
-        self.append(header, &events.to_vec(), materialize)
-    }
-
-    /// [`Backend::append`] of a fork child's batch: the child's events
-    /// below seq `prefix` are `parent`'s events of the same seqs, byte
-    /// for byte. A backend that can copy them inside the store (without
-    /// the client sending them again) may; the default writes them.
-    fn append_fork(
-        &mut self,
-        header: &Value,
-        events: &[Arc<Event>],
-        materialize: bool,
-        parent: &str,
-        prefix: u64,
-    ) -> Result<()> {
-        let _ = (parent, prefix);
-        self.append(header, events, materialize)
-    }
-
-    /// [`Backend::append_fork`] of a chunked log (a fork child's seed,
-    /// handed over shared). The default copies it into one slice.
-    fn append_fork_log(
-        &mut self,
-        header: &Value,
-        events: &Log,
-        materialize: bool,
-        parent: &str,
-        prefix: u64,
-    ) -> Result<()> {
-        self.append_fork(header, &events.to_vec(), materialize, parent, prefix)
+    /// [`Backend::write`] of one batch of `events` for the session
+    /// `header` describes (with `materialize`, its log is created).
+    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+        let batch = Batch {
+            header,
+            events: Events::Slice(events),
+            materialize,
+            fork: None,
+        };
+        self.write(std::slice::from_ref(&batch))
+            .pop()
+            .unwrap_or(Ok(()))
     }
 
     /// The store has nothing more to write for session `id` for now (it

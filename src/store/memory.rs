@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::backend::{header_id, Backend, Cut, Listed, Loaded, Stored as StoredEvent, Torn};
+use super::backend::{
+    header_id, Backend, Batch, Cut, Events, Listed, Loaded, Stored as StoredEvent, Torn,
+};
 use super::seqs::{check_contiguous, check_log_ends};
 use crate::engine::session::Log;
 use crate::engine::Event;
@@ -68,6 +70,31 @@ impl MemoryBackend {
     }
 }
 
+impl MemoryBackend {
+    fn write_one(&mut self, b: &Batch<'_>) -> Result<()> {
+        let next = self.next_seq(b.header, b.materialize)?;
+        let id = header_id(b.header);
+        match b.events {
+            Events::Slice(events) => {
+                check_contiguous(id, next, events)?;
+                self.stored(b.header, b.materialize)
+                    .events
+                    .extend(events.iter().cloned());
+            }
+            Events::Log(log) => {
+                check_log_ends(id, next, log)?;
+                let stored = self.stored(b.header, b.materialize);
+                if stored.events.is_empty() {
+                    stored.events = log.clone();
+                } else {
+                    stored.events.extend(log.iter());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Backend for MemoryBackend {
     fn name(&self) -> &'static str {
         "memory"
@@ -102,39 +129,10 @@ impl Backend for MemoryBackend {
     }
 
     /// Keeps the events themselves: the log packs them as the session's
-    /// log does, and a sealed chunk is shared with it, not packed twice.
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        let next = self.next_seq(header, materialize)?;
-        check_contiguous(header_id(header), next, events)?;
-        self.stored(header, materialize)
-            .events
-            .extend(events.iter().cloned());
-        Ok(())
-    }
-
-    /// Shares the chunks of `events` (a fork's seed is not copied).
-    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
-        let next = self.next_seq(header, materialize)?;
-        check_log_ends(header_id(header), next, events)?;
-        let stored = self.stored(header, materialize);
-        if stored.events.is_empty() {
-            stored.events = events.clone();
-        } else {
-            stored.events.extend(events.iter());
-        }
-        Ok(())
-    }
-
-    /// The parent's events are shared anyway: as [`Backend::append_log`].
-    fn append_fork_log(
-        &mut self,
-        header: &Value,
-        events: &Log,
-        materialize: bool,
-        _parent: &str,
-        _prefix: u64,
-    ) -> Result<()> {
-        self.append_log(header, events, materialize)
+    /// log does, and a sealed chunk is shared with it, not packed twice; a
+    /// whole log handed over (a seed, a fork's) shares its chunks.
+    fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
+        batches.iter().map(|b| self.write_one(b)).collect()
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {

@@ -29,6 +29,8 @@ mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(test)]
+mod tests_group;
+#[cfg(test)]
 mod tests_handles;
 pub mod uuid;
 pub mod verify;
@@ -38,7 +40,9 @@ pub mod writer;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use backend::{Backend, Cut, Listed, Loaded, RangeReads, Stored, Torn, TornKind};
+pub use backend::{
+    Backend, Batch, Cut, Events, Listed, Loaded, RangeReads, Stored, Torn, TornKind,
+};
 pub use config::{
     check_batch_window, check_schema_name, check_session_id, check_statement_timeout, Access,
     BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS,

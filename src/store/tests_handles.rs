@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::backend::{Listed, Loaded, Torn};
+use super::backend::{Batch, Listed, Loaded, Torn};
 use super::memory::MemoryBackend;
 use super::{hurry::Hurry, Backend, CreateOptions, Store, StoreConfig};
 use crate::engine::Event;
@@ -32,16 +32,17 @@ impl Backend for Contested {
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
         self.inner.revision(id)
     }
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+    fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         if self.conflict.load(Ordering::SeqCst) {
             std::thread::yield_now();
-            return Err(Error::new(
+            let e = Error::new(
                 Status::Conflict,
                 Rule::PersistAppendSeqMismatch,
                 "another writer wrote this session",
-            ));
+            );
+            return batches.iter().map(|_| Err(e.clone())).collect();
         }
-        self.inner.append(header, events, materialize)
+        self.inner.write(batches)
     }
     fn delete(&mut self, id: &str) -> Result<bool> {
         self.inner.delete(id)

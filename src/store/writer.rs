@@ -34,7 +34,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::backend::Backend;
+use super::backend::{Backend, Batch as BackendBatch, Events};
 pub use super::hurry::Hurry;
 use crate::engine::session::Log;
 use crate::engine::Event;
@@ -311,7 +311,7 @@ impl Writer {
             return Ok(());
         }
         if self.thread.is_none() {
-            return self.write_now(id, Batch::Slice(events));
+            return self.write_now(id, Events::Slice(events));
         }
         let mut st = self.shared.lock();
         let p = st.session(id);
@@ -335,7 +335,7 @@ impl Writer {
             return Ok(());
         }
         if self.thread.is_none() {
-            return self.write_now(id, Batch::Log(log));
+            return self.write_now(id, Events::Log(log));
         }
         // Cut into rounds outside the lock: each round writes one piece
         // (one frame on JSONL), however long the seed.
@@ -354,7 +354,7 @@ impl Writer {
 
     /// Zero window: write on the caller's thread; on failure nothing is kept
     /// (the caller undoes the append).
-    fn write_now(&self, id: &str, events: Batch<'_>) -> Result<()> {
+    fn write_now(&self, id: &str, events: Events<'_>) -> Result<()> {
         let mut st = self.shared.lock();
         while st.busy {
             st = self.shared.wait_done(st);
@@ -372,29 +372,27 @@ impl Writer {
         st.busy = true;
         drop(st);
         let result = match events {
-            Batch::Slice(events) => check_continues(id, next_seq, events).and_then(|()| {
-                let mut backend = lock_backend(&self.shared.backend);
-                match &fork {
-                    Some((parent, prefix)) if next_seq < *prefix => {
-                        backend.append_fork(&header, events, !materialized, parent, *prefix)
-                    }
-                    _ => backend.append(&header, events, !materialized),
-                }
-            }),
+            Events::Slice(events) => check_continues(id, next_seq, events),
             // A session's own log is contiguous by construction: its ends
             // must continue the stored log, and it is handed over shared.
-            Batch::Log(log) => {
-                crate::store::seqs::check_log_ends(id, next_seq, log).and_then(|()| {
-                    let mut backend = lock_backend(&self.shared.backend);
-                    match &fork {
-                        Some((parent, prefix)) if next_seq < *prefix => {
-                            backend.append_fork_log(&header, log, !materialized, parent, *prefix)
-                        }
-                        _ => backend.append_log(&header, log, !materialized),
-                    }
-                })
-            }
-        };
+            Events::Log(log) => crate::store::seqs::check_log_ends(id, next_seq, log),
+        }
+        .and_then(|()| {
+            let batch = BackendBatch {
+                header: &header,
+                events,
+                materialize: !materialized,
+                fork: fork
+                    .as_ref()
+                    .filter(|(_, prefix)| next_seq < *prefix)
+                    .map(|(parent, prefix)| (&**parent, *prefix)),
+            };
+            let mut backend = lock_backend(&self.shared.backend);
+            backend
+                .write(std::slice::from_ref(&batch))
+                .pop()
+                .unwrap_or(Ok(()))
+        });
         let mut st = self.shared.lock();
         st.busy = false;
         if result.is_ok() {
@@ -484,9 +482,12 @@ impl Writer {
             if !st.busy && st.writable(only) {
                 // The writer is between rounds: write here. Waking it and
                 // waiting for its answer costs two thread hand-offs, which
-                // on a loaded machine are a good part of a flush. A round
-                // is bounded, so a long backlog takes several.
-                let _ = write_round(&self.shared, st, only);
+                // on a loaded machine are a good part of a flush. The round
+                // takes every session's batch, not only this one's: the
+                // flushes waiting for it meanwhile are served by the same
+                // durable write (a group commit). A round is bounded, so a
+                // long backlog takes several.
+                let _ = write_round(&self.shared, st, None);
                 st = self.shared.lock();
                 continue;
             }
@@ -511,22 +512,6 @@ impl Drop for Writer {
 /// `persist.append-seq-mismatch`: a batch must continue the stored log.
 fn check_continues(id: &str, next: u64, events: &[Arc<Event>]) -> Result<()> {
     crate::store::seqs::check_contiguous(id, next, events)
-}
-
-/// What a synchronous write takes: a few appended events, or a whole log.
-#[derive(Clone, Copy)]
-enum Batch<'a> {
-    Slice(&'a [Arc<Event>]),
-    Log(&'a Log),
-}
-
-impl Batch<'_> {
-    fn len(self) -> usize {
-        match self {
-            Batch::Slice(s) => s.len(),
-            Batch::Log(l) => l.len(),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,7 @@ struct Shim {
     clear: unsafe extern "C" fn(),
     calls: unsafe extern "C" fn() -> i64,
     injected: unsafe extern "C" fn() -> i64,
+    injected_in: unsafe extern "C" fn(*const c_char) -> i64,
     healed: unsafe extern "C" fn() -> i64,
 }
 
@@ -103,6 +104,7 @@ impl Shim {
                 clear: sym("dsh_fault_clear"),
                 calls: sym("dsh_fault_calls"),
                 injected: sym("dsh_fault_injected"),
+                injected_in: sym("dsh_fault_injected_in"),
                 healed: sym("dsh_fault_healed"),
             }
         }
@@ -143,6 +145,12 @@ impl Shim {
         // SAFETY: no arguments.
         unsafe { (self.injected)() }
     }
+    /// The failures injected on paths inside session `name`'s directory.
+    fn injected_in(&self, name: &str) -> i64 {
+        let name = c(name);
+        // SAFETY: a valid string, read during the call.
+        unsafe { (self.injected_in)(name.as_ptr()) }
+    }
     /// Failed directory syncs whose directory synced fine afterwards.
     fn healed(&self) -> i64 {
         // SAFETY: no arguments.
@@ -177,8 +185,9 @@ struct Outcome {
 /// The checks of one trial, in the order the calls happen.
 struct Watch<'a> {
     shim: &'a Shim,
-    /// The shim's (injected, healed) counts when the last call returned.
-    seen: (i64, i64),
+    /// The shim's (injected, healed, injected in `s`'s directory,
+    /// injected in `f`'s) counts when the last call returned.
+    seen: (i64, i64, i64, i64),
     what: String,
     outcome: Outcome,
 }
@@ -187,10 +196,28 @@ impl Watch<'_> {
     /// `call` said `status`/`text`: it must not say OK when a fault was
     /// injected while it ran. Returns whether it succeeded.
     fn check(&mut self, call: &str, status: dsh_status, text: &str) -> bool {
+        self.check_of(None, call, status, text)
+    }
+
+    /// [`Watch::check`] of a call on session `of` (`s`, or the fork `f`):
+    /// a write round serves every session with pending events (a group
+    /// commit), and a fault that hit only the other session's log is
+    /// that session's failure, not this call's.
+    fn check_of(&mut self, of: Option<&str>, call: &str, status: dsh_status, text: &str) -> bool {
         // A failed directory sync that a later sync of the same directory
         // made good (inside this call) left nothing undurable.
-        let now = (self.shim.injected(), self.shim.healed());
-        let faulted = now.0 - self.seen.0 > now.1 - self.seen.1;
+        let now = (
+            self.shim.injected(),
+            self.shim.healed(),
+            self.shim.injected_in("s"),
+            self.shim.injected_in("f"),
+        );
+        let other = match of {
+            Some("s") => now.3 - self.seen.3,
+            Some(_) => now.2 - self.seen.2,
+            None => 0,
+        };
+        let faulted = now.0 - self.seen.0 - other > now.1 - self.seen.1;
         self.seen = now;
         if status == DSH_OK {
             assert!(
@@ -248,7 +275,7 @@ fn trial(
     let config = config(backend, &dir);
     let mut w = Watch {
         shim,
-        seen: (0, 0),
+        seen: (0, 0, 0, 0),
         what: format!(
             "{backend} {op} {} at {at}{}",
             if persistent { "persistent" } else { "once" },
@@ -308,7 +335,7 @@ fn trial(
             None,
         ));
         let (st, text) = session.flush();
-        w.check("flush", st, &text);
+        w.check_of(Some("s"), "flush", st, &text);
         if turn == 2 {
             // A fork at the closed boundary, written and closed under the
             // fault like its source.
@@ -317,9 +344,9 @@ fn trial(
                     w.check("fork", DSH_OK, "");
                     fork = Some(child.events().as_array().unwrap().to_vec());
                     let (st, text) = child.flush();
-                    w.check("fork flush", st, &text);
+                    w.check_of(Some("f"), "fork flush", st, &text);
                     let (st, text) = child.close();
-                    w.check("fork close", st, &text);
+                    w.check_of(Some("f"), "fork close", st, &text);
                 }
                 Err((st, text)) => {
                     w.check("fork", st, &text);
@@ -331,7 +358,7 @@ fn trial(
     w.outcome.calls = shim.calls();
     if close_in_fault {
         let (st, text) = session.close();
-        if !w.check("session close", st, &text) {
+        if !w.check_of(Some("s"), "session close", st, &text) {
             let first = appended
                 .iter()
                 .map(seq_of)

@@ -109,6 +109,22 @@ impl JsonlBackend {
         header: &Value,
         events: &[Arc<Event>],
     ) -> Result<()> {
+        let mut job = self.prepare_append(segment, header, events)?;
+        self.scratch.set_workers(self.workers());
+        job.run(self.compression, &mut self.scratch);
+        self.finish_append(job)
+    }
+
+    /// Everything an append to the existing log of `segment` needs before
+    /// its write, done on this backend's state: the seqs checked, the log
+    /// open, a directory entry a merge left unsynced made durable. The
+    /// open file moves into the job.
+    pub(super) fn prepare_append<'e>(
+        &mut self,
+        segment: &str,
+        header: &Value,
+        events: &'e [Arc<Event>],
+    ) -> Result<AppendJob<'e>> {
         let id = layout::header_js_id(header).to_string_lossy();
         let state = self.state(segment, header)?;
         check_contiguous(&id, state.next.unwrap_or(events[0].seq), events)?;
@@ -127,9 +143,6 @@ impl JsonlBackend {
             }
             self.logs.get_mut(segment).expect("state exists").file = Some(open);
         }
-        let compression = self.compression;
-        self.scratch.set_workers(self.workers());
-        let scratch = &mut self.scratch;
         let state = self.logs.get_mut(segment).expect("state exists");
         if state.dir_unsynced {
             if let Some(dir) = state.path.parent() {
@@ -137,30 +150,74 @@ impl JsonlBackend {
             }
             state.dir_unsynced = false;
         }
-        let file = state.file.as_ref().expect("opened above");
-        // The log's length around the write (zstd: what a merge may take).
+        Ok(AppendJob {
+            segment: segment.to_string(),
+            file: state.file.take().expect("opened above"),
+            path: state.path.clone(),
+            rollback: state.rollback.take(),
+            events,
+            lengths: (None, None),
+            result: Ok(()),
+        })
+    }
+
+    /// Record what the append `job` did on this backend's state: the log
+    /// continues after its events, or (after a failure) is opened again
+    /// by the next write, which first finishes a rollback that failed.
+    pub(super) fn finish_append(&mut self, job: AppendJob<'_>) -> Result<()> {
+        let compression = self.compression;
+        let Some(state) = self.logs.get_mut(&job.segment) else {
+            return job.result;
+        };
+        state.rollback = job.rollback;
+        match &job.result {
+            Ok(()) => {
+                state.next = Some(job.events[job.events.len() - 1].seq + 1);
+                state.file = Some(job.file);
+            }
+            Err(_) => state.file = None,
+        }
+        if job.result.is_ok() && compression == Compression::Zstd {
+            match job.lengths {
+                (Some(before), Some(after)) => state.tail.appended(before, after),
+                _ => state.tail = compact::Tail::default(),
+            }
+            if state.tail.due(false) {
+                self.merges_due.insert(job.segment);
+            }
+        }
+        job.result
+    }
+}
+
+/// One append to an existing log, between [`JsonlBackend::prepare_append`]
+/// and [`JsonlBackend::finish_append`]: [`AppendJob::run`] needs nothing of
+/// the backend but a scratch, so the appends of several sessions run on
+/// threads of their own and their syncs overlap.
+pub(super) struct AppendJob<'e> {
+    segment: String,
+    file: File,
+    path: PathBuf,
+    rollback: Option<u64>,
+    events: &'e [Arc<Event>],
+    /// The log's length before and after the write (zstd: what a merge
+    /// may take).
+    lengths: (Option<u64>, Option<u64>),
+    result: Result<()>,
+}
+
+impl AppendJob<'_> {
+    /// Write the batch and sync it (or cut a failed write back off).
+    pub(super) fn run(&mut self, compression: Compression, scratch: &mut batch::Scratch) {
         let len = |file: &File| {
             let zstd = compression == Compression::Zstd;
             zstd.then(|| file.metadata().map(|m| m.len()).ok())
                 .flatten()
         };
-        let before = len(file);
+        let before = len(&self.file);
+        let events = self.events;
         let write = |file: &File| batch::write_batch(file, events, compression, scratch);
-        let result = fsio::append_durable(file, &state.path, &mut state.rollback, write);
-        let after = len(file);
-        match result {
-            Ok(()) => state.next = Some(events[events.len() - 1].seq + 1),
-            Err(_) => state.file = None,
-        }
-        if result.is_ok() && compression == Compression::Zstd {
-            match (before, after) {
-                (Some(before), Some(after)) => state.tail.appended(before, after),
-                _ => state.tail = compact::Tail::default(),
-            }
-            if state.tail.due(false) {
-                self.merges_due.insert(segment.to_string());
-            }
-        }
-        result
+        self.result = fsio::append_durable(&self.file, &self.path, &mut self.rollback, write);
+        self.lengths = (before, len(&self.file));
     }
 }

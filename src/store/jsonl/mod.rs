@@ -8,6 +8,7 @@ mod batch;
 mod compact;
 mod faults;
 mod fsio;
+mod group;
 mod header;
 mod layout;
 mod pipeline;
@@ -37,7 +38,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::backend::{slice_of, Backend, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
+use super::backend::{
+    slice_of, Backend, Batch, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn,
+};
 use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -101,6 +104,8 @@ pub struct JsonlBackend {
     /// so windowed sessions cost one open file and its buffers at most).
     cursor: Option<(String, range::Cursor)>,
     scratch: batch::Scratch,
+    /// The scratches of the threads a group write runs appends on.
+    scratches: Vec<batch::Scratch>,
     /// The writer's count of waiting flushes (see [`JsonlBackend::workers`]).
     hurry: Option<Arc<Hurry>>,
     /// Logs this backend linked into place whose publish then failed (the
@@ -168,6 +173,7 @@ impl JsonlBackend {
             marks: HashMap::new(),
             cursor: None,
             scratch: batch::Scratch::default(),
+            scratches: Vec::new(),
             hurry: None,
             half_published: HashMap::new(),
             merges_due: HashSet::new(),
@@ -381,16 +387,8 @@ impl Backend for JsonlBackend {
         Ok(meta.map(|m| layout::revision_of(&m)))
     }
 
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let segment = encode_segment(&layout::header_js_id(header))?;
-        if materialize {
-            self.materialize(&segment, header, events)
-        } else {
-            self.append_batch(&segment, header, events)
-        }
+    fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
+        self.write_group(batches)
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {

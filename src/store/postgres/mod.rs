@@ -44,7 +44,9 @@ use std::time::Duration;
 use self::client::{Db, Tx};
 use self::conn::{pg_err, Sql, CONNECT_TIMEOUT};
 use self::rows::Prepared;
-use super::backend::{header_id, Backend, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn};
+use super::backend::{
+    header_id, Backend, Batch, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn,
+};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -281,7 +283,7 @@ impl PostgresBackend {
     /// Write `events` (continuing the stored log) of session `id`; with
     /// `materialize`, create its row first. Events below `copy.1` are
     /// copied from the session `copy.0` inside the database.
-    fn write(
+    fn write_batch(
         &mut self,
         header: &Value,
         events: &[Arc<Event>],
@@ -420,19 +422,16 @@ impl Backend for PostgresBackend {
             .map(|s| self.revision_of(&s.incarnation, s.revision)))
     }
 
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        self.write(header, events, materialize, None)
-    }
-
-    fn append_fork(
-        &mut self,
-        header: &Value,
-        events: &[Arc<Event>],
-        materialize: bool,
-        parent: &str,
-        prefix: u64,
-    ) -> Result<()> {
-        self.write(header, events, materialize, Some((parent, prefix)))
+    /// One statement (and transaction) per batch, in order: each session
+    /// has its own advisory lock and guarded insert.
+    fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
+        batches
+            .iter()
+            .map(|b| {
+                let events = b.events.to_slice();
+                self.write_batch(b.header, &events, b.materialize, b.fork)
+            })
+            .collect()
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {
@@ -472,7 +471,7 @@ impl Backend for PostgresBackend {
                 ),
             ));
         }
-        self.write(header, events, false, None)?;
+        self.write_batch(header, events, false, None)?;
         Ok(None)
     }
 

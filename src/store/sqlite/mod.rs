@@ -52,6 +52,7 @@ mod tests_windows;
 mod tests_writer;
 mod write;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,8 +62,10 @@ use rusqlite::{Connection, OpenFlags};
 use self::rows::Wtf8;
 use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
-use super::backend::{Backend, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn, TornKind};
-use super::chunk_rows::{self, Record, SQLITE_BOUNDS};
+use super::backend::{
+    Backend, Batch, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn, TornKind,
+};
+use super::chunk_rows::Record;
 use super::writer::Hurry;
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -70,7 +73,7 @@ use crate::json::Value;
 use crate::rule::Rule;
 
 pub use self::schema::{APPLICATION_ID, SCHEMA_VERSION};
-use self::write::{check_seqs, insert_records, logical_next, lossy, write_tx, Finish, STREAM_PAGE};
+use self::write::{check_seqs, insert_records, write_batch, write_tx, STREAM_PAGE};
 
 /// Sessions stored in one SQLite database (schema 17).
 pub struct SqliteBackend {
@@ -88,6 +91,10 @@ pub struct SqliteBackend {
     /// The physical scan of the last load, so the repair that follows
     /// need not decode the whole session again (see [`LastScan`]).
     last_scan: Option<LastScan>,
+    /// The next seq of each session this connection wrote, valid while
+    /// `PRAGMA data_version` is the one kept with them (no other
+    /// connection committed since): a write then need not read the tail.
+    tails: (Option<i64>, HashMap<Vec<u8>, u64>),
 }
 
 /// Where a session's stored log stands, as the last load found it or the
@@ -169,6 +176,7 @@ impl SqliteBackend {
             ahead: ahead::Ahead::default(),
             hurry: None,
             last_scan: None,
+            tails: (None, HashMap::new()),
         };
         backend.conn.busy_timeout(busy).map_err(sql_err)?;
         backend.conn.set_prepared_statement_cache_capacity(32);
@@ -222,6 +230,7 @@ impl SqliteBackend {
             ahead: ahead::Ahead::default(),
             hurry: None,
             last_scan: None,
+            tails: (None, HashMap::new()),
         })
     }
 
@@ -310,60 +319,88 @@ impl Backend for SqliteBackend {
         Ok(sessions::select(&self.conn, id.as_bytes())?.map(|row| self.revision_of(&row)))
     }
 
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        // Whatever happens below, only a commit leaves a valid cursor.
+    /// Every batch in one transaction (one WAL sync for all of them), each
+    /// inside a savepoint of its own: a batch that fails is rolled back to
+    /// its savepoint and fails alone; a failed commit fails them all.
+    fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         let last = self.last_scan.take();
-        if events.is_empty() {
-            return Ok(());
+        let mut results: Vec<Option<Result<()>>> = batches
+            .iter()
+            .map(|b| b.events.is_empty().then_some(Ok(())))
+            .collect();
+        if results.iter().all(Option::is_some) {
+            return results.into_iter().flatten().collect();
         }
-        let id = header_id_bytes(header);
-        let incarnation = if materialize {
-            Some(crate::store::uuid::new_uuid()?)
-        } else {
-            None
-        };
-        let records = chunk_rows::pack(events, SQLITE_BOUNDS);
-        let large = records.iter().filter_map(|r| match r {
-            Record::Event(e) => Some(*e),
-            Record::Row(_) => None,
-        });
-        let job = ahead::Job::of(large, self.hurry.as_ref());
-        if let Some(job) = &job {
-            self.ahead.offer(job);
+        let mut nexts = Vec::with_capacity(batches.len());
+        let outcome = (|| -> Result<i64> {
+            let mut tx = write_tx(&mut self.conn)?;
+            // The stored tail decides where a log continues. While no other
+            // connection committed since this one last read or wrote it, that
+            // is what the last load or write left; otherwise (or after any
+            // failure) the tail is read and decoded again.
+            let version = data_version(&tx)?;
+            if self.tails.0 != Some(version) {
+                self.tails = (Some(version), HashMap::new());
+            }
+            for (b, slot) in batches.iter().zip(results.iter_mut()) {
+                if slot.is_some() {
+                    continue;
+                }
+                let id = header_id_bytes(b.header);
+                let known = last
+                    .as_ref()
+                    .filter(|l| l.id == id && l.data_version == version && l.torn_from.is_none())
+                    .map(|l| l.next)
+                    .or_else(|| self.tails.1.get(id).copied());
+                let events = b.events.to_slice();
+                let mut sp = tx.savepoint().map_err(sql_err)?;
+                let r = write_batch(
+                    &sp,
+                    b,
+                    &events,
+                    known,
+                    &mut self.zstd,
+                    &mut self.ahead,
+                    self.hurry.as_ref(),
+                );
+                match r {
+                    Ok(next) => {
+                        sp.commit().map_err(sql_err)?;
+                        nexts.push((id.to_vec(), next));
+                        *slot = Some(Ok(()));
+                    }
+                    Err(e) => {
+                        sp.rollback().map_err(sql_err)?;
+                        *slot = Some(Err(e));
+                    }
+                }
+            }
+            tx.commit().map_err(sql_err)?;
+            Ok(version)
+        })();
+        match outcome {
+            // Its own commit does not move this connection's data_version.
+            Ok(version) => {
+                self.tails.0 = Some(version);
+                self.tails.1.extend(nexts);
+            }
+            Err(e) => {
+                // Nothing of the transaction is stored: every batch that had
+                // not failed on its own fails with it.
+                self.tails = (None, HashMap::new());
+                for slot in &mut results {
+                    if !matches!(slot, Some(Err(_))) {
+                        *slot = Some(Err(e.clone()));
+                    }
+                }
+            }
         }
-        let _finish = Finish(job.as_deref());
-        let tx = write_tx(&mut self.conn)?;
-        // The stored tail decides where the log continues. While no other
-        // connection committed since this one last read or wrote it, that
-        // is what the last load or append left; otherwise (or after any
-        // failure) the tail is read and decoded again.
-        let version = data_version(&tx)?;
-        let known =
-            last.filter(|l| l.id == id && l.data_version == version && l.torn_from.is_none());
-        let next = match known {
-            Some(l) => l.next,
-            None => logical_next(&tx, id)?,
-        };
-        let what = format!("session \"{}\" append", lossy(id));
-        check_seqs(next, events, Rule::SqliteAppendSeqMismatch, &what)?;
-        if let Some(incarnation) = &incarnation {
-            sessions::upsert(&tx, header, incarnation)?;
-        }
-        sessions::bump_revision(&tx, id)?;
-        insert_records(&tx, id, &records, &mut self.zstd, job.as_deref())?;
-        tx.commit().map_err(sql_err)?;
-        // Its own commit does not move this connection's data_version.
-        self.last_scan = Some(LastScan {
-            id: id.to_vec(),
-            data_version: version,
-            torn_from: None,
-            next: next + events.len() as u64,
-        });
-        Ok(())
+        results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect()
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {
         self.last_scan = None;
+        self.tails.1.remove(id.as_bytes());
         let tx = write_tx(&mut self.conn)?;
         let id = Wtf8(id.as_bytes());
         tx.prepare_cached("DELETE FROM events WHERE session_id = ?1")
@@ -383,6 +420,7 @@ impl Backend for SqliteBackend {
         torn: Option<&Torn>,
         events: &[Arc<Event>],
     ) -> Result<Option<Cut>> {
+        self.tails.1.remove(header_id_bytes(header));
         if torn.is_none() && events.is_empty() {
             return Ok(None);
         }

@@ -72,7 +72,32 @@ impl Backend for Gated {
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
         self.inner.revision(id)
     }
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
+    fn write(&mut self, batches: &[crate::store::Batch<'_>]) -> Vec<Result<()>> {
+        batches
+            .iter()
+            .map(|b| self.write_one(b.header, &b.events.to_slice(), b.materialize))
+            .collect()
+    }
+    fn delete(&mut self, id: &str) -> Result<bool> {
+        self.inner.delete(id)
+    }
+    fn commit_repair(
+        &mut self,
+        header: &Value,
+        torn: Option<&Torn>,
+        events: &[Arc<Event>],
+    ) -> Result<Option<crate::store::Cut>> {
+        self.inner.commit_repair(header, torn, events)
+    }
+}
+
+impl Gated {
+    fn write_one(
+        &mut self,
+        header: &Value,
+        events: &[Arc<Event>],
+        materialize: bool,
+    ) -> Result<()> {
         let start = Instant::now();
         {
             let mut gate = self.probe.gate.lock().unwrap();
@@ -93,17 +118,6 @@ impl Backend for Gated {
         let end = Instant::now();
         self.probe.writes.lock().unwrap().push((start, end, seqs));
         Ok(())
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<Option<crate::store::Cut>> {
-        self.inner.commit_repair(header, torn, events)
     }
 }
 

@@ -9,11 +9,15 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use super::row_buf::RowBuf;
 use super::rows::{RawRow, Wtf8};
 use super::schema::{self, sql_err};
+use super::sessions::{self, header_id_bytes};
 use super::{ahead, rows, INSERT_EVENT};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
+use crate::store::backend::Batch;
 use crate::store::chunk_rows::Record;
+use crate::store::chunk_rows::{pack, SQLITE_BOUNDS};
+use crate::store::writer::Hurry;
 
 /// `BEGIN IMMEDIATE`, then the schema re-validation; the transaction rolls
 /// back when dropped uncommitted.
@@ -74,7 +78,7 @@ pub(super) fn tail_base(conn: &Connection, id: &[u8], start: i64) -> Result<i64>
 
 /// The next logical seq of `id` (0 for no rows); `sqlite.append-torn-tail`
 /// when the physical tail does not decode into a contiguous run.
-pub(super) fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
+fn logical_next(conn: &Connection, id: &[u8]) -> Result<u64> {
     let mut stmt = conn
         .prepare_cached("SELECT seq FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 2")
         .map_err(sql_err)?;
@@ -190,7 +194,7 @@ pub(super) fn insert_records(
 }
 
 /// Tells the helper a job is over when the append returns, however it does.
-pub(super) struct Finish<'j>(pub(super) Option<&'j ahead::Job>);
+struct Finish<'j>(pub(super) Option<&'j ahead::Job>);
 
 impl Drop for Finish<'_> {
     fn drop(&mut self) {
@@ -198,4 +202,47 @@ impl Drop for Finish<'_> {
             job.finish();
         }
     }
+}
+
+/// Write one batch inside the open transaction (or savepoint) `conn`:
+/// check that it continues the stored log (`known`: its next seq, when
+/// the caller knows it), materialize the session's row when asked, bump
+/// its revision and insert its records. Returns the session's next seq.
+pub(super) fn write_batch(
+    conn: &Connection,
+    b: &Batch<'_>,
+    events: &[Arc<Event>],
+    known: Option<u64>,
+    zstd: &mut zstd::bulk::Compressor<'static>,
+    ahead: &mut ahead::Ahead,
+    hurry: Option<&Arc<Hurry>>,
+) -> Result<u64> {
+    let id = header_id_bytes(b.header);
+    let incarnation = if b.materialize {
+        Some(crate::store::uuid::new_uuid()?)
+    } else {
+        None
+    };
+    let records = pack(events, SQLITE_BOUNDS);
+    let large = records.iter().filter_map(|r| match r {
+        Record::Event(e) => Some(*e),
+        Record::Row(_) => None,
+    });
+    let job = ahead::Job::of(large, hurry);
+    if let Some(job) = &job {
+        ahead.offer(job);
+    }
+    let _finish = Finish(job.as_deref());
+    let next = match known {
+        Some(n) => n,
+        None => logical_next(conn, id)?,
+    };
+    let what = format!("session \"{}\" append", lossy(id));
+    check_seqs(next, events, Rule::SqliteAppendSeqMismatch, &what)?;
+    if let Some(incarnation) = &incarnation {
+        sessions::upsert(conn, b.header, incarnation)?;
+    }
+    sessions::bump_revision(conn, id)?;
+    insert_records(conn, id, &records, zstd, job.as_deref())?;
+    Ok(next + events.len() as u64)
 }

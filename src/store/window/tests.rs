@@ -78,9 +78,13 @@ fn a_clean_jsonl_log_streams_and_a_torn_one_does_not() {
         streamed(&store).close().unwrap();
         // A torn tail: the streaming read declines, the whole-log open
         // repairs it.
+        // The log itself, not a merge's temporary file beside it.
         let log = walk(&dir)
             .into_iter()
-            .find(|p| p.is_file() && p.extension().is_some())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n == "session.jsonl" || n == "session.jsonl.zstd")
+            })
             .unwrap();
         let bytes = std::fs::read(&log).unwrap();
         std::fs::write(&log, &bytes[..bytes.len() - 5]).unwrap();

@@ -9,8 +9,10 @@ use std::time::Instant;
 
 use super::pending::Taken;
 use super::{check_continues, lock_backend, Shared, State};
+use crate::engine::Event;
 use crate::error::Result;
 use crate::json::Value;
+use crate::store::backend::{Batch, Events};
 
 /// One session's batch taken from the queue.
 struct Job {
@@ -21,6 +23,15 @@ struct Job {
     /// The parent and shared prefix of a fork child not written yet.
     fork: Option<(Arc<str>, u64)>,
     taken: Taken,
+}
+
+/// A [`Job`] whose events were taken out for the write.
+struct Written {
+    id: String,
+    header: Arc<Value>,
+    materialized: bool,
+    next_seq: u64,
+    fork: Option<(Arc<str>, u64)>,
 }
 
 /// Text bytes one round takes from a session's queue, so a long backlog is
@@ -63,28 +74,55 @@ pub(super) fn write_round(
     }
     st.busy = true;
     drop(st);
-    // Outside the queue lock: each batch becomes one slice, then is written.
-    let mut results = Vec::with_capacity(jobs.len());
-    let upkeep;
-    {
-        let mut backend = lock_backend(&shared.backend);
-        for job in jobs {
+    // Outside the queue lock: each batch becomes one slice, then all of
+    // them are written in one backend write (a group commit: the backend
+    // shares their durable work).
+    let taken: Vec<(Written, usize, Vec<Arc<Event>>)> = jobs
+        .into_iter()
+        .map(|job| {
             let bytes = job.taken.bytes;
             let events = job.taken.into_batch();
-            let r =
-                check_continues(&job.id, job.next_seq, &events).and_then(|()| match &job.fork {
-                    Some((parent, prefix)) => backend.append_fork(
-                        &job.header,
-                        &events,
-                        !job.materialized,
-                        parent,
-                        *prefix,
-                    ),
-                    None => backend.append(&job.header, &events, !job.materialized),
-                });
-            results.push((job.id, events, bytes, r));
-        }
-        upkeep = backend.has_upkeep();
+            let written = Written {
+                id: job.id,
+                header: job.header,
+                materialized: job.materialized,
+                next_seq: job.next_seq,
+                fork: job.fork,
+            };
+            (written, bytes, events)
+        })
+        .collect();
+    let checked: Vec<Result<()>> = taken
+        .iter()
+        .map(|(job, _, events)| check_continues(&job.id, job.next_seq, events))
+        .collect();
+    let batches: Vec<Batch<'_>> = taken
+        .iter()
+        .zip(&checked)
+        .filter(|(_, c)| c.is_ok())
+        .map(|((job, _, events), _)| Batch {
+            header: &job.header,
+            events: Events::Slice(events),
+            materialize: !job.materialized,
+            fork: job
+                .fork
+                .as_ref()
+                .map(|(parent, prefix)| (&**parent, *prefix)),
+        })
+        .collect();
+    let (mut written_results, upkeep) = {
+        let mut backend = lock_backend(&shared.backend);
+        let r = backend.write(&batches).into_iter();
+        (r, backend.has_upkeep())
+    };
+    drop(batches);
+    let mut results = Vec::with_capacity(taken.len());
+    for ((job, bytes, events), check) in taken.into_iter().zip(checked) {
+        let r = match check {
+            Ok(()) => written_results.next().unwrap_or(Ok(())),
+            Err(e) => Err(e),
+        };
+        results.push((job.id, events, bytes, r));
     }
     let mut written = Vec::with_capacity(results.len());
     let mut st = shared.lock();

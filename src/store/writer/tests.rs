@@ -5,7 +5,7 @@ use crate::engine::chunked::CHUNK;
 use crate::engine::event::APPEND_ORDER;
 use crate::json::JsString;
 use crate::rule::Rule;
-use crate::store::backend::{header_id, Listed, Loaded, Torn};
+use crate::store::backend::{header_id, Batch, Events, Listed, Loaded, Torn};
 use crate::store::memory::MemoryBackend;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -42,29 +42,24 @@ impl Backend for Flaky {
     fn revision(&mut self, id: &str) -> Result<Option<String>> {
         self.inner.revision(id)
     }
-    fn append(&mut self, header: &Value, events: &[Arc<Event>], materialize: bool) -> Result<()> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(Error::new(crate::Status::Io, Rule::IoWrite, "disk on fire"));
-        }
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        WRITES_HERE.with(|w| w.set(w.get() + 1));
-        let bytes = events.iter().map(|e| e.text().len()).sum();
-        BATCH_BYTES_HERE.with(|b| b.borrow_mut().push(bytes));
-        self.inner.append(header, events, materialize)
-    }
-    fn append_log(&mut self, header: &Value, events: &Log, materialize: bool) -> Result<()> {
-        self.seeds.lock().unwrap().push(events.clone());
-        self.append(header, &events.to_vec(), materialize)
-    }
-    fn append_fork_log(
-        &mut self,
-        header: &Value,
-        events: &Log,
-        materialize: bool,
-        _parent: &str,
-        _prefix: u64,
-    ) -> Result<()> {
-        self.append_log(header, events, materialize)
+    fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
+        batches
+            .iter()
+            .map(|b| {
+                if let Events::Log(log) = b.events {
+                    self.seeds.lock().unwrap().push(log.clone());
+                }
+                if self.fail.load(Ordering::SeqCst) {
+                    return Err(Error::new(crate::Status::Io, Rule::IoWrite, "disk on fire"));
+                }
+                self.writes.fetch_add(1, Ordering::SeqCst);
+                WRITES_HERE.with(|w| w.set(w.get() + 1));
+                let events = b.events.to_slice();
+                let bytes = events.iter().map(|e| e.text().len()).sum();
+                BATCH_BYTES_HERE.with(|c| c.borrow_mut().push(bytes));
+                self.inner.append(b.header, &events, b.materialize)
+            })
+            .collect()
     }
     fn delete(&mut self, id: &str) -> Result<bool> {
         self.inner.delete(id)

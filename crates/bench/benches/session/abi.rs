@@ -65,6 +65,13 @@ pub fn cstr(s: &str) -> CString {
 
 pub struct Store(pub *mut dsh_store);
 
+// SAFETY: the C ABI's handles may be used from any thread (calls on one
+// handle are serialized by the library), and the pointer is only handed
+// to the library.
+unsafe impl Send for Store {}
+// SAFETY: as above.
+unsafe impl Sync for Store {}
+
 impl Store {
     pub fn open(config: &str) -> Store {
         let mut store = ptr::null_mut();
@@ -101,6 +108,13 @@ impl Drop for Store {
 }
 
 pub struct Session(pub *mut DshSession);
+
+// SAFETY: the C ABI's handles may be used from any thread (calls on one
+// handle are serialized by the library), and the pointer is only handed
+// to the library.
+unsafe impl Send for Session {}
+// SAFETY: as above.
+unsafe impl Sync for Session {}
 
 impl Session {
     pub fn append(&self, ev: &Ev, out: &mut Buf) {

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Phases (names for `--only`): `baseline`, `append`, `admission`, `batch`, `derive`,
-//! `fork`, `flush`, `size`, `tiny`, `writebehind`, `open`, `postgres` (needs a server:
+//! `fork`, `flush`, `concurrent`, `size`, `tiny`, `writebehind`, `open`, `postgres` (needs a server:
 //! `DSH_BENCH_POSTGRES_URL`). `derive` and `fork` run on the
 //! session built by `append`; `open` opens the sessions stored by
 //! `writebehind`, so selecting them runs their producer too. The program
@@ -25,6 +25,7 @@
 mod abi;
 mod append;
 mod baselines;
+mod concurrent;
 mod derive;
 mod disk;
 mod floor;
@@ -239,6 +240,9 @@ fn main() {
     }
 
     // ---- flush latency --------------------------------------------------
+    if want("concurrent") {
+        concurrent::concurrent(&cx, quick, &mut rep, &mut extra);
+    }
     if want("flush") {
         disk::flush(&cx, &mut rep, &mut extra);
     }

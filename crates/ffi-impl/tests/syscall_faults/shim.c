@@ -11,6 +11,9 @@
  *   dsh_fault_clear()                          stop failing (keep counting)
  *   dsh_fault_calls()                          matching calls since arming
  *   dsh_fault_injected()                       failures injected since arming
+ *   dsh_fault_injected_in(name)                those of them on a path with a
+ *                                              component `name` (a session's
+ *                                              directory)
  *   dsh_fault_healed()                         failed directory syncs that
  *                                              lost nothing: the directory's
  *                                              entries are those of its last
@@ -48,6 +51,10 @@ static volatile long healed = 0;
 #define MAX_DIRS 16
 static struct { char path[PATH_MAX]; char synced[LISTING]; int failed; } dirs[MAX_DIRS];
 static int dir_count = 0;
+/* The paths of the failures injected since arming (the first MAX_NOTED). */
+#define MAX_NOTED 256
+static char noted[MAX_NOTED][512];
+static volatile long noted_count = 0;
 static char root[PATH_MAX];
 static size_t root_len = 0;
 
@@ -68,6 +75,7 @@ void dsh_fault_arm(const char *op, long at, int persistent, const char *dir) {
     slots[1] = (struct slot){ OP_NONE, -1, 0, 0 };
     injected = 0;
     healed = 0;
+    noted_count = 0;
     dir_count = 0;
     failing = 1;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -86,6 +94,21 @@ void dsh_fault_clear(void) { failing = 0; }
 long dsh_fault_calls(void) { return slots[0].calls; }
 long dsh_fault_injected(void) { return injected; }
 long dsh_fault_healed(void) { return healed; }
+
+long dsh_fault_injected_in(const char *name) {
+    char component[256];
+    snprintf(component, sizeof component, "/%s/", name);
+    size_t n = strlen(name);
+    long count = 0, total = noted_count < MAX_NOTED ? noted_count : MAX_NOTED;
+    for (long i = 0; i < total; i++) {
+        const char *p = noted[i];
+        size_t len = strlen(p);
+        if (strstr(p, component) ||
+            (len > n && p[len - n - 1] == '/' && strcmp(p + len - n, name) == 0))
+            count++;
+    }
+    return count;
+}
 
 static int under_root(const char *path) {
     if (!path || root_len == 0) return 0;
@@ -172,6 +195,12 @@ static void dir_synced(int fd, int ok) {
     }
 }
 
+/* Note the path of a failure just injected. */
+static void note(const char *path) {
+    long i = __atomic_fetch_add(&noted_count, 1, __ATOMIC_SEQ_CST);
+    if (i < MAX_NOTED) snprintf(noted[i], sizeof noted[i], "%s", path ? path : "");
+}
+
 /* Count a matching call; 1 when this one must fail. */
 static int hit(int op) {
     int fail = 0;
@@ -192,7 +221,27 @@ static int hit(int op) {
 }
 
 static int fd_hit(int op, int fd) {
-    return armed(op) && fd_under_root(fd) && hit(op);
+    if (!(armed(op) && fd_under_root(fd) && hit(op))) return 0;
+    char path[PATH_MAX];
+    fd_path(fd, path, sizeof path);
+    note(path);
+    return 1;
+}
+
+/* A failure of a call on `path` (relative to `dirfd`, as the *at calls
+ * take it), noted. */
+static int at_hit(int op, int dirfd, const char *path) {
+    if (!(armed(op) && at_under_root(dirfd, path) && hit(op))) return 0;
+    char full[PATH_MAX];
+    if (path[0] == '/' || dirfd == AT_FDCWD) {
+        snprintf(full, sizeof full, "%s", path);
+    } else {
+        fd_path(dirfd, full, sizeof full);
+        size_t n = strlen(full);
+        snprintf(full + n, sizeof full - n, "/%s", path);
+    }
+    note(full);
+    return 1;
 }
 
 #define REAL(name) \
@@ -256,30 +305,30 @@ int ftruncate64(int fd, off_t len) {
 
 int link(const char *from, const char *to) {
     REAL(link);
-    if (armed(OP_LINK) && under_root(to) && hit(OP_LINK)) { errno = EIO; return -1; }
+    if (at_hit(OP_LINK, AT_FDCWD, to)) { errno = EIO; return -1; }
     return real_link(from, to);
 }
 
 int linkat(int fromfd, const char *from, int tofd, const char *to, int flags) {
     REAL(linkat);
-    if (armed(OP_LINK) && at_under_root(tofd, to) && hit(OP_LINK)) { errno = EIO; return -1; }
+    if (at_hit(OP_LINK, tofd, to)) { errno = EIO; return -1; }
     return real_linkat(fromfd, from, tofd, to, flags);
 }
 
 int rename(const char *from, const char *to) {
     REAL(rename);
-    if (armed(OP_RENAME) && under_root(to) && hit(OP_RENAME)) { errno = EIO; return -1; }
+    if (at_hit(OP_RENAME, AT_FDCWD, to)) { errno = EIO; return -1; }
     return real_rename(from, to);
 }
 
 int renameat(int fromfd, const char *from, int tofd, const char *to) {
     REAL(renameat);
-    if (armed(OP_RENAME) && at_under_root(tofd, to) && hit(OP_RENAME)) { errno = EIO; return -1; }
+    if (at_hit(OP_RENAME, tofd, to)) { errno = EIO; return -1; }
     return real_renameat(fromfd, from, tofd, to);
 }
 
 int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned flags) {
     REAL(renameat2);
-    if (armed(OP_RENAME) && at_under_root(tofd, to) && hit(OP_RENAME)) { errno = EIO; return -1; }
+    if (at_hit(OP_RENAME, tofd, to)) { errno = EIO; return -1; }
     return real_renameat2(fromfd, from, tofd, to, flags);
 }
