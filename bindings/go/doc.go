@@ -57,6 +57,32 @@
 // time and its drain error is lost. A Close that has begun turns new calls on
 // its handle away with ErrClosed rather than making them wait.
 //
+// # Contexts
+//
+// The calls that can wait on storage or the network (opening a store or a
+// session, flushing, forking) come with a context.Context variant, for a
+// host that must stay responsive: OpenStoreContext, Store.OpenContext,
+// Store.OpenWindowedContext, Session.FlushContext and Session.ForkContext.
+//
+// A call into the library cannot be interrupted. The Context variant runs
+// it on a goroutine of its own and returns ctx.Err() as soon as ctx is done
+// (at once, doing nothing, when ctx is already done). The call then runs to
+// its end in the background, and what it made is released there:
+//
+//   - OpenStoreContext: the store it opened is closed;
+//   - Store.OpenContext, Store.OpenWindowedContext: the open completes as
+//     usual (crash repair included, made durable) and the session is
+//     closed; until then another open of the id fails with ErrConflict;
+//   - Session.ForkContext: the child session is created in the store all
+//     the same and closed; pass a child id to find it afterwards;
+//   - Session.FlushContext: the flush goes on; its error is lost, and events
+//     whose write failed stay queued, so the next Flush reports it.
+//
+// A call that completes while ctx is being cancelled returns its own result.
+// The library bounds the waiting itself: a PostgreSQL store waits at most
+// the URL's connect_timeout (10 s by default) to connect and 30 s for a
+// statement, then fails with ErrIO.
+//
 // # Observers
 //
 // Store.SetObserver installs a func(Notice) that hears every session of the
