@@ -251,17 +251,18 @@ step "c++ bindings/cpp/tests/cpp_host.cpp \$(pkg-config ... dsh-session) and run
      -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/cpp_host && $work/cpp_host"
 
 # A Go module outside the repository that requires the binding (replace ->
-# this checkout), built through pkg-config against the moved prefix; the
-# rpath comes from CGO_LDFLAGS.
+# this checkout), built with the tag dshsession_system through pkg-config
+# against the moved prefix; the rpath comes from CGO_LDFLAGS. (scripts/test-dist.sh
+# builds the same program from a module proxy, with the prebuilt library.)
 if command -v go >/dev/null; then
     gomod=$work/consumer-go
     cp -r tests/packaging/consumer-go "$gomod"
     step "consumer-go: go mod edit -replace the binding => $root/bindings/go" \
         bash -c "cd '$gomod' && go mod edit -replace github.com/dsh-session/dsh-session/bindings/go='$root/bindings/go'"
-    step "consumer-go: go build (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig, CGO_LDFLAGS=-Wl,-rpath,<prefix>/lib)" \
+    step "consumer-go: go build -tags dshsession_system (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig, CGO_LDFLAGS=-Wl,-rpath,<prefix>/lib)" \
         env -C "$gomod" CGO_ENABLED=1 GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
         "GOCACHE=${GOCACHE:-$root/target/go-cache}" "CGO_LDFLAGS=-Wl,-rpath,$moved/lib" \
-        go build -o "$work/consumer-go-bin" . &&
+        go build -tags dshsession_system -o "$work/consumer-go-bin" . &&
         step "consumer-go: run it (no LD_LIBRARY_PATH)" env -u LD_LIBRARY_PATH "$work/consumer-go-bin" "$work"
     goneeded=$(readelf -d "$work/consumer-go-bin" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(libdsh_session[^]]*\)\]/\1/p')
     expect "consumer-go NEEDs $goneeded (the SONAME)" test "$goneeded" = "$soname"

@@ -19,12 +19,24 @@
 //
 // # Building
 //
-// The package links the shared library through pkg-config (module
-// dsh-session, i.e. dsh-session.pc): set PKG_CONFIG_PATH to the directory
-// holding it, and make the library findable at run time (LD_LIBRARY_PATH, or
-// CGO_LDFLAGS=-Wl,-rpath,<libdir>). cgo must be enabled. At init the package
-// compares dsh_abi_version() of the loaded library with the DSH_ABI_VERSION
-// of the header it was compiled against and panics when they differ.
+// cgo must be enabled, with a C compiler. On linux/amd64, linux/arm64,
+// darwin/amd64 and darwin/arm64 a released module carries
+// the library itself: lib/<goos>_<goarch>/libdsh_session.a and the header
+// in lib/include, which the release step (scripts/go-module.sh) puts into
+// the module, so go get and go build need nothing else and the program
+// holds the library (no shared library to ship or find at run time).
+//
+// With the build tag dshsession_system (go build -tags dshsession_system),
+// and on every other platform, the package links an installed library
+// through pkg-config (module dsh-session, i.e. dsh-session.pc): set
+// PKG_CONFIG_PATH to the directory holding it, and make the shared library
+// findable at run time (LD_LIBRARY_PATH, or CGO_LDFLAGS=-Wl,-rpath,<libdir>).
+// A checkout of the repository has no lib/ directory: build with that tag,
+// or fill lib/ with scripts/go-module.sh --stage.
+//
+// At init the package compares dsh_abi_version() of the linked library with
+// the DSH_ABI_VERSION of the header it was compiled against and panics when
+// they differ.
 //
 // # Data and results
 //
