@@ -24,8 +24,8 @@
 #      where they must fail.
 #
 # Prints one line per check and ends with the plain line "N passed, M failed";
-# exits non-zero when anything failed. Installs missing Debian packages when
-# run as root. Environment:
+# exits non-zero when anything failed. Installs missing Debian packages (as
+# root, or through sudo). Environment:
 #   DSH_PACKAGING_BUILD_DIR   build directory (default build/packaging; reused, cargo is incremental)
 #   DSH_PACKAGING_CARGO_TARGET_DIR  cargo's target dir (default ./target, so a `cargo build
 #                             --release` made before is reused)
@@ -112,13 +112,15 @@ for h in sqlite3:libsqlite3-dev zstd:libzstd-dev; do
     echo "#include <${h%%:*}.h>" | cc -E - >/dev/null 2>&1 || need+=("${h#*:}")
 done
 if ((${#need[@]})); then
-    if [ "$(id -u)" = 0 ]; then
-        echo "==> apt-get install ${need[*]}"
-        apt-get update -qq >"$logs/apt.log" 2>&1
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >>"$logs/apt.log" 2>&1 ||
+    sudo_cmd=()
+    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+    if [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; then
+        echo "==> ${sudo_cmd[*]:+${sudo_cmd[*]} }apt-get install ${need[*]}"
+        "${sudo_cmd[@]}" apt-get update -qq >"$logs/apt.log" 2>&1
+        DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${need[@]}" >>"$logs/apt.log" 2>&1 ||
             { fail "apt-get install ${need[*]}" "see $logs/apt.log"; finish; }
     else
-        fail "tools" "missing ${need[*]} (run as root, or install them)"
+        fail "tools" "missing ${need[*]} (run as root or with sudo, or install them)"
         finish
     fi
 fi
