@@ -6,6 +6,7 @@
 #
 #   DSH_PREFIX=/usr/local ./scripts/test-go.sh   # against an installed library
 #   ./scripts/test-go.sh                          # against a cargo build of this tree
+#   ./scripts/test-go.sh --parity                 # only TestBindingParity, with its table
 #
 # With DSH_PREFIX the library is found through $DSH_PREFIX/lib/pkgconfig/dsh-session.pc
 # (lib64 and lib/<multiarch> are tried too). Without it the crate is built here
@@ -65,6 +66,12 @@ case "$(go env GOCACHE 2>/dev/null)" in "" | off) export GOCACHE=$root/target/go
 [ -n "$(go env GOMODCACHE 2>/dev/null)" ] || export GOMODCACHE=$root/target/go-modcache
 cd bindings/go
 go version
+
+if [ "${1:-}" = --parity ]; then
+    echo "==> go test -run BindingParity: every function of include/dsh_session.h in Go, Swift and dsh_session.hpp"
+    go test -tags dshsession_system -count=1 -run BindingParity -v .
+    exit
+fi
 
 echo "==> gofmt"
 unformatted=$(gofmt -l .)
