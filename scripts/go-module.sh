@@ -58,7 +58,8 @@ for a in "$dist"/dsh-session-"$version"-*.tar.gz; do
         *) echo "go-module: skipping $a (no Go platform for $plat)" >&2; continue ;;
     esac
     if [ -f "$a.sha256" ]; then
-        (cd "$dist" && sha256sum -c --quiet "${a##*/}.sha256") ||
+        (cd "$dist" && if command -v sha256sum >/dev/null; then sha256sum -c --quiet "${a##*/}.sha256"
+        else shasum -a 256 -c --quiet "${a##*/}.sha256"; fi) ||
             { echo "go-module: $a does not match its .sha256" >&2; exit 1; }
     fi
     top=dsh-session-$version-$plat

@@ -166,7 +166,7 @@ ln -s "$(command -v go)" "$sb/go"
 gomod=$work/consumer-go
 mkdir -p "$gomod"
 cp tests/packaging/consumer-go/main.go "$gomod/"
-goenv=(GOPROXY="file://$proxy" GOFLAGS=-mod=mod GONOSUMDB=github.com/dsh-session GOTOOLCHAIN=local CGO_ENABLED=1
+goenv=(GOPROXY="file://$proxy" GOFLAGS="-mod=mod -modcacherw" GONOSUMDB=github.com/dsh-session GOTOOLCHAIN=local CGO_ENABLED=1
     GOPATH="$work/gopath" GOMODCACHE="$work/gopath/pkg/mod" GOCACHE="$work/gocache")
 gosb() { env -C "$gomod" -i HOME="$home" PATH="$sb" LANG=C TMPDIR="$work" "${goenv[@]}" "$@"; }
 step "Go: go mod init + go get github.com/dsh-session/dsh-session/bindings/go@v$version (GOPROXY=file://…, empty module cache)" \
