@@ -60,6 +60,7 @@ fi
 case "$cmd" in
 start)
     ensure_postgres
+    ensure_commands python3:python3 # picks the free port below
     bin=$(pg_bin)
     if [ -f "$dir/env" ] && as_user "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         echo "PostgreSQL already runs in $dir" >&2

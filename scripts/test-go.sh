@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Test the Go binding (bindings/go): gofmt, go vet, go test -race.
+# Test the Go binding (bindings/go): gofmt, go vet, go test -race, with the
+# build tag dshsession_system (the library found through pkg-config; the
+# prebuilt archives that a release puts into the module are tested by
+# scripts/test-dist.sh, through a module proxy).
 #
 #   DSH_PREFIX=/usr/local ./scripts/test-go.sh   # against an installed library
 #   ./scripts/test-go.sh                          # against a cargo build of this tree
+#   ./scripts/test-go.sh --parity                 # only TestBindingParity, with its table
 #
 # With DSH_PREFIX the library is found through $DSH_PREFIX/lib/pkgconfig/dsh-session.pc
 # (lib64 and lib/<multiarch> are tried too). Without it the crate is built here
@@ -63,15 +67,21 @@ case "$(go env GOCACHE 2>/dev/null)" in "" | off) export GOCACHE=$root/target/go
 cd bindings/go
 go version
 
+if [ "${1:-}" = --parity ]; then
+    echo "==> go test -run BindingParity: every function of include/dsh_session.h in Go, Swift and dsh_session.hpp"
+    go test -tags dshsession_system -count=1 -run BindingParity -v .
+    exit
+fi
+
 echo "==> gofmt"
 unformatted=$(gofmt -l .)
 [ -z "$unformatted" ] || { echo "not gofmt-clean: $unformatted" >&2; exit 1; }
 
-echo "==> go vet ./..."
-go vet ./...
+echo "==> go vet -tags dshsession_system ./..."
+go vet -tags dshsession_system ./...
 
-echo "==> go test -race -count=1 ./..."
-go test -race -count=1 -v ./...
+echo "==> go test -tags dshsession_system -race -count=1 ./..."
+go test -tags dshsession_system -race -count=1 -v ./...
 
-echo "==> go test -tags dshsession_debug (GOGC=1, a GC before every call) on the GC and concurrency tests"
-GOGC=1 go test -count=1 -tags dshsession_debug -run 'GC|Concurrent|Finalizer|Close' ./...
+echo "==> go test -tags dshsession_system,dshsession_debug (GOGC=1, a GC before every call) on the GC and concurrency tests"
+GOGC=1 go test -count=1 -tags dshsession_system,dshsession_debug -run 'GC|Concurrent|Finalizer|Close|Context' ./...

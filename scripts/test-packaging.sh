@@ -24,8 +24,8 @@
 #      where they must fail.
 #
 # Prints one line per check and ends with the plain line "N passed, M failed";
-# exits non-zero when anything failed. Installs missing Debian packages when
-# run as root. Environment:
+# exits non-zero when anything failed. Installs missing Debian packages (as
+# root, or through sudo). Environment:
 #   DSH_PACKAGING_BUILD_DIR   build directory (default build/packaging; reused, cargo is incremental)
 #   DSH_PACKAGING_CARGO_TARGET_DIR  cargo's target dir (default ./target, so a `cargo build
 #                             --release` made before is reused)
@@ -112,13 +112,15 @@ for h in sqlite3:libsqlite3-dev zstd:libzstd-dev; do
     echo "#include <${h%%:*}.h>" | cc -E - >/dev/null 2>&1 || need+=("${h#*:}")
 done
 if ((${#need[@]})); then
-    if [ "$(id -u)" = 0 ]; then
-        echo "==> apt-get install ${need[*]}"
-        apt-get update -qq >"$logs/apt.log" 2>&1
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >>"$logs/apt.log" 2>&1 ||
+    sudo_cmd=()
+    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+    if [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; then
+        echo "==> ${sudo_cmd[*]:+${sudo_cmd[*]} }apt-get install ${need[*]}"
+        "${sudo_cmd[@]}" apt-get update -qq >"$logs/apt.log" 2>&1
+        DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${need[@]}" >>"$logs/apt.log" 2>&1 ||
             { fail "apt-get install ${need[*]}" "see $logs/apt.log"; finish; }
     else
-        fail "tools" "missing ${need[*]} (run as root, or install them)"
+        fail "tools" "missing ${need[*]} (run as root or with sudo, or install them)"
         finish
     fi
 fi
@@ -251,17 +253,18 @@ step "c++ bindings/cpp/tests/cpp_host.cpp \$(pkg-config ... dsh-session) and run
      -Wl,-rpath,\$(pkg-config --variable=libdir dsh-session) -o $work/cpp_host && $work/cpp_host"
 
 # A Go module outside the repository that requires the binding (replace ->
-# this checkout), built through pkg-config against the moved prefix; the
-# rpath comes from CGO_LDFLAGS.
+# this checkout), built with the tag dshsession_system through pkg-config
+# against the moved prefix; the rpath comes from CGO_LDFLAGS. (scripts/test-dist.sh
+# builds the same program from a module proxy, with the prebuilt library.)
 if command -v go >/dev/null; then
     gomod=$work/consumer-go
     cp -r tests/packaging/consumer-go "$gomod"
     step "consumer-go: go mod edit -replace the binding => $root/bindings/go" \
         bash -c "cd '$gomod' && go mod edit -replace github.com/dsh-session/dsh-session/bindings/go='$root/bindings/go'"
-    step "consumer-go: go build (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig, CGO_LDFLAGS=-Wl,-rpath,<prefix>/lib)" \
+    step "consumer-go: go build -tags dshsession_system (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig, CGO_LDFLAGS=-Wl,-rpath,<prefix>/lib)" \
         env -C "$gomod" CGO_ENABLED=1 GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
         "GOCACHE=${GOCACHE:-$root/target/go-cache}" "CGO_LDFLAGS=-Wl,-rpath,$moved/lib" \
-        go build -o "$work/consumer-go-bin" . &&
+        go build -tags dshsession_system -o "$work/consumer-go-bin" . &&
         step "consumer-go: run it (no LD_LIBRARY_PATH)" env -u LD_LIBRARY_PATH "$work/consumer-go-bin" "$work"
     goneeded=$(readelf -d "$work/consumer-go-bin" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(libdsh_session[^]]*\)\]/\1/p')
     expect "consumer-go NEEDs $goneeded (the SONAME)" test "$goneeded" = "$soname"

@@ -20,6 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+. scripts/lib.sh
+ensure_commands python3:python3 # checks the json blocks
 work=$(mktemp -d "${TMPDIR:-/tmp}/dsh-readme-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 

@@ -293,6 +293,45 @@ unshare --mount --propagation private -- bash -c '
         echo "consumer (the README block):"
         swift run "${flags[@]}" consumer | tee "$LOG.consumer"
         grep -qxF "[\"hi\"]" "$LOG.consumer" || { echo "the README block printed something else" >&2; exit 1; }
+        # The manifest as a release commit has it (releasedXCFramework filled
+        # in): off Apple platforms CDshSession stays the pkg-config module.
+        rel=$(dirname "$LOG")/release-manifest
+        mkdir -p "$rel"
+        ln -sfn "$PKG/bindings" "$rel/bindings"
+        sed "s#^let releasedXCFramework: (url: String, checksum: String)? = nil\$#let releasedXCFramework: (url: String, checksum: String)? = (url: \"https://example.invalid/CDshSession.xcframework.zip\", checksum: \"$(printf %064d 0)\")#" \
+            "$PKG/Package.swift" >"$rel/Package.swift"
+        grep -q example.invalid "$rel/Package.swift" || { echo "Package.swift has no releasedXCFramework line to fill in" >&2; exit 1; }
+        (cd "$rel" && swift package dump-package) | tr -d " \n" >"$rel/dump.json"
+        if grep -q "\"type\":\"system\"" "$rel/dump.json" && grep -q "\"pkgConfig\":\"dsh-session\"" "$rel/dump.json" &&
+            ! grep -q "\"type\":\"binary\"" "$rel/dump.json"; then
+            echo "release manifest: on Linux CDshSession is the pkg-config module (the XCFramework is for Apple platforms)"
+        else
+            echo "release manifest: CDshSession is not the pkg-config module on Linux" >&2; exit 1
+        fi
+        # Whether this toolchain takes a static library as a binary target
+        # (an artifact bundle, SE-0482, Swift 6.2): what would let Linux use
+        # a binary target too. Reported, not required.
+        probe=$(dirname "$LOG")/artifact-bundle-probe
+        triple=$(uname -m)-unknown-linux-gnu
+        b=$probe/CDshSession.artifactbundle
+        mkdir -p "$b/include" "$b/$triple" "$probe/Sources/probe"
+        cp "$libdir/libdsh_session.a" "$b/$triple/"
+        cp "$(pkg-config --variable=includedir dsh-session)/dsh_session.h" "$b/include/"
+        printf "module CDshSession {\n    header \"dsh_session.h\"\n    export *\n}\n" >"$b/include/module.modulemap"
+        printf "%s\n" "{\"schemaVersion\": \"1.0\", \"artifacts\": {\"CDshSession\": {\"version\": \"0\", \"type\": \"staticLibrary\"," \
+            "  \"variants\": [{\"path\": \"$triple/libdsh_session.a\", \"supportedTriples\": [\"$triple\"]," \
+            "  \"staticLibraryMetadata\": {\"headerPaths\": [\"include\"], \"moduleMapPath\": \"include/module.modulemap\"}}]}}}" \
+            >"$b/info.json"
+        printf "%s\n" "// swift-tools-version:5.9" "import PackageDescription" \
+            "let package = Package(name: \"probe\", targets: [" \
+            "    .binaryTarget(name: \"CDshSession\", path: \"CDshSession.artifactbundle\")," \
+            "    .executableTarget(name: \"probe\", dependencies: [\"CDshSession\"])," "])" >"$probe/Package.swift"
+        printf "import CDshSession\nprint(String(cString: dsh_version()))\n" >"$probe/Sources/probe/main.swift"
+        if (cd "$probe" && swift build -j "$JOBS" && .build/debug/probe) >"$probe/log" 2>&1; then
+            echo "artifact bundle: this toolchain links a static-library binary target ($(tail -n 1 "$probe/log")): Linux could use one"
+        else
+            echo "artifact bundle: $(swift --version 2>/dev/null | head -n 1) refuses a static-library binary target (SE-0482 needs Swift 6.2): $(grep -m 1 "error:" "$probe/log")"
+        fi
     '"'"'
 ' test-swift "$ROOT" "$PKG" "$PCDIR" "$NEED_GLIBC" "$JOBS" "$STAGE_DIR/swift-test.log" "${BINDS[@]}" || rc=$?
 t_swift=$((SECONDS - t_swift))

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Every test of dsh-session, with the set-up a fresh machine needs.
 # Installs missing system packages from Debian (valgrind, pkg-config, a C
-# compiler, PostgreSQL, mingw-w64 and Wine for the Windows suite) and the
-# rustup target x86_64-pc-windows-gnu; crates come from crates.io through cargo.
+# compiler, cmake, python3, Go, PostgreSQL, mingw-w64 and Wine for the
+# Windows suite; as root or through sudo), the rustup target
+# x86_64-pc-windows-gnu and, for fuzzing, the nightly toolchain (fuzzing is
+# skipped, saying why, where it cannot be installed); crates come from
+# crates.io through cargo. The Swift step needs root: run as another user,
+# it says so and the later steps still run.
 # DSH_TEST_POSTGRES_URL points the PostgreSQL tests at a server of the
 # caller's; DSH_TEST_NO_POSTGRES=1 runs without one (they say skipped).
 set -euo pipefail
@@ -44,11 +48,18 @@ DSH_VALGRIND=1 cargo test --locked -p dsh-session-ffi --test c_abi
 echo "==> Go binding"
 ./scripts/test-go.sh
 
+echo "==> binding parity: every function of include/dsh_session.h in Go, Swift and dsh_session.hpp"
+./scripts/test-go.sh --parity
+
 echo "==> Swift binding (in a cached Debian trixie chroot)"
-./scripts/test-swift.sh
+if [ "$(id -u)" = 0 ]; then
+    ./scripts/test-swift.sh
+else
+    echo "Swift binding SKIPPED: scripts/test-swift.sh needs root (debootstrap, chroot, bind mounts); run it with sudo"
+fi
 
 echo "==> fuzzing: every target of fuzz/ for 30 s (./scripts/fuzz.sh --soak runs 10 min each)"
-./scripts/fuzz.sh 30
+DSH_FUZZ_OPTIONAL=1 ./scripts/fuzz.sh 30
 
 echo "==> quickstart"
 ./scripts/quickstart.sh >/dev/null
@@ -56,6 +67,9 @@ echo "quickstart ran"
 
 echo "==> packaging: CMake package, pkg-config, static archive, C suites (reuses the release build)"
 DSH_PACKAGING_CARGO_TARGET_DIR=$PWD/target ./scripts/test-packaging.sh
+
+echo "==> release artifacts: scripts/dist.sh's archive and its contents; C, C++ and Go consumers outside the repository built from it (Go through a module proxy) with no cargo, cmake or pkg-config on PATH"
+./scripts/test-dist.sh
 
 echo "==> backends: the C library without postgres (cargo build --no-default-features --features sqlite,jsonl), its symbols and sizes"
 ./scripts/test-backends.sh

@@ -1,7 +1,6 @@
 package dshsession
 
 /*
-#cgo pkg-config: dsh-session
 #include <stdlib.h>
 #include <string.h>
 #include "dsh_session.h"

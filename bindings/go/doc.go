@@ -19,12 +19,24 @@
 //
 // # Building
 //
-// The package links the shared library through pkg-config (module
-// dsh-session, i.e. dsh-session.pc): set PKG_CONFIG_PATH to the directory
-// holding it, and make the library findable at run time (LD_LIBRARY_PATH, or
-// CGO_LDFLAGS=-Wl,-rpath,<libdir>). cgo must be enabled. At init the package
-// compares dsh_abi_version() of the loaded library with the DSH_ABI_VERSION
-// of the header it was compiled against and panics when they differ.
+// cgo must be enabled, with a C compiler. On linux/amd64, linux/arm64,
+// darwin/amd64 and darwin/arm64 a released module carries
+// the library itself: lib/<goos>_<goarch>/libdsh_session.a and the header
+// in lib/include, which the release step (scripts/go-module.sh) puts into
+// the module, so go get and go build need nothing else and the program
+// holds the library (no shared library to ship or find at run time).
+//
+// With the build tag dshsession_system (go build -tags dshsession_system),
+// and on every other platform, the package links an installed library
+// through pkg-config (module dsh-session, i.e. dsh-session.pc): set
+// PKG_CONFIG_PATH to the directory holding it, and make the shared library
+// findable at run time (LD_LIBRARY_PATH, or CGO_LDFLAGS=-Wl,-rpath,<libdir>).
+// A checkout of the repository has no lib/ directory: build with that tag,
+// or fill lib/ with scripts/go-module.sh --stage.
+//
+// At init the package compares dsh_abi_version() of the linked library with
+// the DSH_ABI_VERSION of the header it was compiled against and panics when
+// they differ.
 //
 // # Data and results
 //
@@ -56,6 +68,32 @@
 // dropped without Close, as a safety net only: it runs at an unpredictable
 // time and its drain error is lost. A Close that has begun turns new calls on
 // its handle away with ErrClosed rather than making them wait.
+//
+// # Contexts
+//
+// The calls that can wait on storage or the network (opening a store or a
+// session, flushing, forking) come with a context.Context variant, for a
+// host that must stay responsive: OpenStoreContext, Store.OpenContext,
+// Store.OpenWindowedContext, Session.FlushContext and Session.ForkContext.
+//
+// A call into the library cannot be interrupted. The Context variant runs
+// it on a goroutine of its own and returns ctx.Err() as soon as ctx is done
+// (at once, doing nothing, when ctx is already done). The call then runs to
+// its end in the background, and what it made is released there:
+//
+//   - OpenStoreContext: the store it opened is closed;
+//   - Store.OpenContext, Store.OpenWindowedContext: the open completes as
+//     usual (crash repair included, made durable) and the session is
+//     closed; until then another open of the id fails with ErrConflict;
+//   - Session.ForkContext: the child session is created in the store all
+//     the same and closed; pass a child id to find it afterwards;
+//   - Session.FlushContext: the flush goes on; its error is lost, and events
+//     whose write failed stay queued, so the next Flush reports it.
+//
+// A call that completes while ctx is being cancelled returns its own result.
+// The library bounds the waiting itself: a PostgreSQL store waits at most
+// the URL's connect_timeout (10 s by default) to connect and 30 s for a
+// statement, then fails with ErrIO.
 //
 // # Observers
 //

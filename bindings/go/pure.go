@@ -76,3 +76,28 @@ func RepairEvents(events []Event) ([]Event, error) {
 	}, &evs)
 	return evs, err
 }
+
+// DeriveEventMessage returns the message one event contributes to the
+// derived history (dsh_derive_event_message), or nil when it contributes
+// none (a log-only event, a turn marker).
+func DeriveEventMessage(event Event) (*Message, error) {
+	const op = "DeriveEventMessage"
+	in, err := json.Marshal(event)
+	if err != nil {
+		return nil, bindingError(op, StatusInvalidJSON, "json.encode", err.Error())
+	}
+	args, err := cStrings(op, jsonArg("event", in))
+	if err != nil {
+		return nil, err
+	}
+	defer freeAll(args)
+	b, err := call(op, func(out *C.dsh_buf) C.dsh_status { return C.dsh_derive_event_message(args[0].p, out) })
+	if err != nil || nullToNil(b) == nil {
+		return nil, err
+	}
+	var m Message
+	if err := decode(op, b, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}

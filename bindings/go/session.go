@@ -202,6 +202,43 @@ func (s *Session) DeriveJSON() (json.RawMessage, error) {
 	})
 }
 
+// DeriveCursor is how much of the derived message list a host holds: pass
+// the zero value the first time, then Derived.Cursor() of the last answer.
+type DeriveCursor struct {
+	Generation uint64 // the surface generation the count belongs to
+	Count      uint64 // the number of messages held
+}
+
+// Derived is the answer of Session.DeriveSince.
+type Derived struct {
+	Generation uint64 `json:"generation"`
+	Count      uint64 `json:"count"`
+	// Reset false: Messages are the ones added since the cursor (append
+	// them to what you hold). Reset true: a replace happened (or the cursor
+	// was not one this session gave out) and Messages is the whole list,
+	// which replaces what you hold.
+	Reset    bool      `json:"reset"`
+	Messages []Message `json:"messages"`
+}
+
+// Cursor is the cursor to pass to the next DeriveSince.
+func (d Derived) Cursor() DeriveCursor { return DeriveCursor{d.Generation, d.Count} }
+
+// DeriveSince returns the derived messages added since cursor
+// (dsh_session_derive_since), so that a host's per-step cost does not grow
+// with the history: O(new messages) per call while no replace happened.
+func (s *Session) DeriveSince(cursor DeriveCursor) (Derived, error) {
+	const op = "Session.DeriveSince"
+	var d Derived
+	b, err := s.do(op, func(p *C.dsh_session, out *C.dsh_buf) C.dsh_status {
+		return C.dsh_session_derive_since(p, C.uint64_t(cursor.Generation), C.uint64_t(cursor.Count), out)
+	})
+	if err == nil {
+		err = decode(op, b, &d)
+	}
+	return d, err
+}
+
 // RequestHeader returns the folded request header in canonical form
 // (dsh_session_request_header), or nil when there is none.
 func (s *Session) RequestHeader() (json.RawMessage, error) {

@@ -1,6 +1,8 @@
-// A Go module outside the repository that requires the binding, built by
-// scripts/test-packaging.sh against an installed prefix (pkg-config finds
-// dsh-session.pc; the rpath comes from CGO_LDFLAGS).
+// A Go module outside the repository that requires the binding. Built by
+// scripts/test-packaging.sh against an installed prefix (-tags
+// dshsession_system: pkg-config finds dsh-session.pc; the rpath comes from
+// CGO_LDFLAGS), and by scripts/test-dist.sh from a module proxy whose module
+// carries the prebuilt static library (go get + go build, nothing else).
 package main
 
 import (
