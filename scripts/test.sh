@@ -2,7 +2,8 @@
 # Every test of dsh-session, with the set-up a fresh machine needs.
 # Installs missing system packages from Debian (valgrind, pkg-config, a C
 # compiler, PostgreSQL, mingw-w64 and Wine for the Windows suite) and the
-# rustup target x86_64-pc-windows-gnu; crates come from crates.io through cargo.
+# rustup targets x86_64-pc-windows-gnu, x86_64-apple-darwin and
+# aarch64-apple-darwin; crates come from crates.io through cargo.
 # DSH_TEST_POSTGRES_URL points the PostgreSQL tests at a server of the
 # caller's; DSH_TEST_NO_POSTGRES=1 runs without one (they say skipped).
 set -euo pipefail
@@ -62,6 +63,9 @@ echo "==> backends: the C library without postgres (cargo build --no-default-fea
 
 echo "==> Windows: cross-built with mingw-w64, Rust tests and C programs under Wine"
 ./scripts/test-windows.sh
+
+echo "==> macOS: type-checked only, x86_64 and aarch64 (a stand-in C compiler; nothing is linked or run)"
+./scripts/check-macos.sh
 
 echo "==> README: every code block, each shell block twice"
 ./scripts/test-readme.sh
