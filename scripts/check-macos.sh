@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Type-checks every crate of the workspace (all targets: libraries, the
 # CLI, tests, benches) for x86_64 and aarch64 macOS; links nothing, runs
-# nothing. There is no macOS SDK here: the C parts that build scripts
+# nothing. Linux has no macOS SDK: the C parts that build scripts
 # compile (the bundled SQLite, zstd) go to a stand-in compiler that only
 # creates empty output files and a stand-in `ar` that writes empty
 # archives, which `cargo check` never links. What this shows: the Rust
