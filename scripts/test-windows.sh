@@ -19,7 +19,15 @@
 #   crates/ffi-impl over both file backends), plus the ABI misuse program
 #   (crates/ffi/tests/c/abi_misuse.c, threads included) against the DLL;
 # - the CLI (dsh-session.exe), listing and verifying the stores the C host
-#   left.
+#   left;
+# - the CMake packaging, cross-built with cmake/mingw-w64-x86_64.cmake
+#   (cargo's release build for the target): ctest runs the Windows C
+#   programs under Wine (the store round trip and the ABI misuse suite,
+#   each against the DLL and the static library), then the install
+#   (bin/dsh_session.dll, lib/libdsh_session.dll.a, lib/libdsh_session.a,
+#   the CMake package, pkg-config files) and a separate project that
+#   finds it with find_package and links both libraries, plus the same
+#   through pkg-config, each run under Wine.
 # The rest is platform-independent (json, engine: Linux runs it) or Unix
 # by nature (SIGKILL crash trials, LD_PRELOAD system-call faults, symlink
 # and mode-bit tests). Tests that Wine cannot show are #[ignore]d on
@@ -148,6 +156,89 @@ verified=$(cli verify dll/jsonl)
 echo "$verified"
 [[ $verified == *"2 clean, 0 repairable, 0 corrupt"* ]] || { echo "windows: FAILED: the CLI's verify" >&2; exit 1; }
 run=$((run + 2))
+
+# The CMake packaging, cross-built: configure with the mingw-w64 toolchain
+# file (cargo builds x86_64-pc-windows-gnu in release), build, ctest (the
+# C programs under Wine), install to a prefix, then a separate project
+# that finds the package there and links both libraries, run under Wine.
+echo "windows: CMake cross build (-DCMAKE_TOOLCHAIN_FILE=cmake/mingw-w64-x86_64.cmake)"
+ensure_commands cmake:cmake ninja:ninja-build pkg-config:pkg-config
+cm="$PWD/target/windows-cmake"
+toolchain="$PWD/cmake/mingw-w64-x86_64.cmake"
+rm -rf "$cm/prefix" "$cm/consumer"
+mkdir -p "$cm"
+cm_step() { # cm_step WHAT COMMAND...: run quietly into a log; show its end on failure.
+    local what=$1 log="$cm/step.log"
+    shift
+    echo "windows: cmake: $what"
+    if ! "$@" >"$log" 2>&1; then
+        tail -40 "$log"
+        echo "windows: FAILED: $what" >&2
+        exit 1
+    fi
+}
+cm_step "configure" cmake -S . -B "$cm/build" -G Ninja "-DCMAKE_TOOLCHAIN_FILE=$toolchain" -DCMAKE_INSTALL_LIBDIR=lib
+cm_step "build (cargo build --release --target x86_64-pc-windows-gnu, staging, C tests)" cmake --build "$cm/build"
+place_shim "$cm/build/bindings/c"
+echo "windows: cmake: ctest (Windows programs under Wine)"
+if ! ctest --test-dir "$cm/build" --output-on-failure >"$cm/ctest.log" 2>&1; then
+    cat "$cm/ctest.log"
+    echo "windows: FAILED: ctest" >&2
+    exit 1
+fi
+grep -E "Test +#|tests passed" "$cm/ctest.log" | sed 's/^ */windows: ctest: /'
+n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\)$/\1/p' "$cm/ctest.log")
+[ -n "$n" ] || { cat "$cm/ctest.log"; exit 1; }
+run=$((run + n))
+
+cm_step "install to $cm/prefix" cmake --install "$cm/build" --prefix "$cm/prefix"
+for f in bin/dsh_session.dll bin/dsh-session.exe lib/libdsh_session.dll.a lib/libdsh_session.a \
+    include/dsh_session.h include/dsh_session.hpp lib/pkgconfig/dsh-session.pc lib/pkgconfig/dsh-session-static.pc \
+    lib/cmake/dsh_session/dsh_sessionConfig.cmake lib/cmake/dsh_session/dsh_sessionConfigVersion.cmake; do
+    [ -f "$cm/prefix/$f" ] || { echo "windows: FAILED: $f is not installed" >&2; exit 1; }
+done
+echo "windows: installed bin/dsh_session.dll, bin/dsh-session.exe, lib/libdsh_session.dll.a, lib/libdsh_session.a, headers, pkg-config, CMake package"
+run=$((run + 1))
+
+# find_package(dsh_session) from the prefix, through the same toolchain file.
+cm_step "consumer: find_package(dsh_session CONFIG REQUIRED) from the prefix, build" bash -c \
+    "cmake -S tests/packaging/consumer-cmake -B '$cm/consumer' -G Ninja '-DCMAKE_TOOLCHAIN_FILE=$toolchain' \
+     '-DCMAKE_PREFIX_PATH=$cm/prefix' && cmake --build '$cm/consumer'"
+# pkg-config against the prefix (only its .pc files).
+pc() { PKG_CONFIG_LIBDIR="$cm/prefix/lib/pkgconfig" pkg-config "$@"; }
+pc_shared=$(pc --cflags --libs dsh-session)
+pc_static=$(pc --static --cflags --libs dsh-session-static)
+echo "windows: pkg-config --cflags --libs dsh-session: $pc_shared"
+echo "windows: pkg-config --static --cflags --libs dsh-session-static: $pc_static"
+main=tests/packaging/consumer-cmake/main.c
+# shellcheck disable=SC2086 # the flags are words
+cm_step "pkg-config consumer: dsh-session (the DLL's import library)" \
+    x86_64-w64-mingw32-gcc -std=c99 -Wall -Wextra -Werror "$main" $pc_shared -o "$cm/consumer/pc_shared.exe"
+# shellcheck disable=SC2086
+cm_step "pkg-config consumer: dsh-session-static" \
+    x86_64-w64-mingw32-gcc -std=c99 -Wall -Wextra -Werror -static "$main" $pc_static -o "$cm/consumer/pc_static.exe"
+# The DLL from the prefix (and the shim) beside the programs, as an
+# application ships them.
+cp "$cm/prefix/bin/dsh_session.dll" "$cm/consumer/"
+place_shim "$cm/consumer"
+for exe in consumer_shared consumer_static consumer_cxx pc_shared pc_static; do
+    if ! out=$(cd "$cm/consumer" && wine "./$exe.exe" 2>"$cm/wine-stderr.log" | tr -d '\r') ||
+        [[ $out != consumer* ]]; then
+        echo "$out"
+        cat "$cm/wine-stderr.log"
+        echo "windows: FAILED: consumer $exe" >&2
+        exit 1
+    fi
+    echo "windows: wine $exe.exe: $out"
+    run=$((run + 1))
+done
+imports() { x86_64-w64-mingw32-objdump -p "$cm/consumer/$1.exe" | grep -qi "DLL Name: dsh_session.dll"; }
+if ! imports consumer_shared || ! imports pc_shared || imports consumer_static || imports pc_static; then
+    echo "windows: FAILED: the shared consumers must import dsh_session.dll, the static ones not" >&2
+    exit 1
+fi
+echo "windows: consumer_shared and pc_shared import dsh_session.dll, consumer_static and pc_static do not"
+run=$((run + 1))
 
 echo "windows: $run run, $skipped skipped"
 echo "windows: $run passed, 0 failed, $skipped skipped"

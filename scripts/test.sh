@@ -2,11 +2,12 @@
 # Every test of dsh-session, with the set-up a fresh machine needs.
 # Installs missing system packages from Debian (valgrind, pkg-config, a C
 # compiler, cmake, python3, Go, PostgreSQL, mingw-w64 and Wine for the
-# Windows suite; as root or through sudo), the rustup target
-# x86_64-pc-windows-gnu and, for fuzzing, the nightly toolchain (fuzzing is
-# skipped, saying why, where it cannot be installed); crates come from
-# crates.io through cargo. The Swift step needs root: run as another user,
-# it says so and the later steps still run.
+# Windows suite; as root or through sudo), the rustup targets
+# x86_64-pc-windows-gnu, x86_64-apple-darwin and aarch64-apple-darwin and,
+# for fuzzing, the nightly toolchain (fuzzing is skipped, saying why, where
+# it cannot be installed); crates come from crates.io through cargo. The
+# Swift step needs root: run as another user, it says so and the later
+# steps still run.
 # DSH_TEST_POSTGRES_URL points the PostgreSQL tests at a server of the
 # caller's; DSH_TEST_NO_POSTGRES=1 runs without one (they say skipped).
 set -euo pipefail
@@ -76,6 +77,9 @@ echo "==> backends: the C library without postgres (cargo build --no-default-fea
 
 echo "==> Windows: cross-built with mingw-w64, Rust tests and C programs under Wine"
 ./scripts/test-windows.sh
+
+echo "==> macOS: type-checked only, x86_64 and aarch64 (a stand-in C compiler; nothing is linked or run)"
+./scripts/check-macos.sh
 
 echo "==> README: every code block, each shell block twice"
 ./scripts/test-readme.sh

@@ -1,6 +1,7 @@
-//! Sets the shared library's SONAME (Linux) or install name (macOS), as
-//! derived by `crates/ffi-impl/build.rs` from the crate version, and, on
-//! Linux, links `native/zstd_trace.c` when the build has zstd.
+//! Sets the shared library's SONAME (Linux) or install name and versions
+//! (macOS), as derived by `crates/ffi-impl/build.rs` from the crate
+//! version, and, on Linux, links `native/zstd_trace.c` when the build has
+//! zstd.
 
 use std::env;
 
@@ -10,9 +11,23 @@ fn main() {
     match target_os.as_str() {
         "linux" => println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{soname}"),
         "macos" => {
-            // Mach-O's form of the same name: libdsh_session.0.1.dylib.
+            // Mach-O's form of the same name: libdsh_session.0.1.dylib,
+            // found through the host's rpath.
             let name = soname.replacen(".so.", ".", 1) + ".dylib";
             println!("cargo:rustc-cdylib-link-arg=-Wl,-install_name,@rpath/{name}");
+            // The versions dyld compares: a host records the library's
+            // compatibility version when it links, and dyld refuses a
+            // library whose compatibility version is lower. major.minor.0:
+            // an older minor release may lack a function, a patch release
+            // adds none.
+            let version = |key: &str| env::var(key).expect("cargo sets the package version");
+            let (major, minor, patch) = (
+                version("CARGO_PKG_VERSION_MAJOR"),
+                version("CARGO_PKG_VERSION_MINOR"),
+                version("CARGO_PKG_VERSION_PATCH"),
+            );
+            println!("cargo:rustc-cdylib-link-arg=-Wl,-compatibility_version,{major}.{minor}.0");
+            println!("cargo:rustc-cdylib-link-arg=-Wl,-current_version,{major}.{minor}.{patch}");
         }
         _ => {}
     }

@@ -29,7 +29,8 @@ mod tests;
 #[cfg(test)]
 mod tests_corrupt;
 #[cfg(test)]
-// SIGKILL and /proc/<pid>/maps: Unix (tests_windows has the Windows side).
+// SIGKILL: Unix (tests_windows has the Windows side); its test that reads
+// /proc/<pid>/maps runs on Linux.
 #[cfg(unix)]
 mod tests_crash;
 #[cfg(test)]

@@ -94,6 +94,8 @@ fn pragma_err(name: &str, value: impl std::fmt::Display) -> Error {
         "mmap_size" => Rule::SqlitePragmaMmapSize,
         "journal_mode" => Rule::SqlitePragmaJournalMode,
         "locking_mode" => Rule::SqlitePragmaLockingMode,
+        // synchronous, fullfsync, checkpoint_fullfsync: how a commit is
+        // made durable.
         _ => Rule::SqlitePragmaSynchronous,
     };
     Error::new(
@@ -261,7 +263,34 @@ pub fn configure(
     if sync != 2 {
         return Err(pragma_err("synchronous", sync));
     }
+    if FULL_FSYNC {
+        full_fsync(conn)?;
+    }
     store_id(conn)
+}
+
+/// Whether [`configure`] asks SQLite for `F_FULLFSYNC` (Apple platforms).
+/// There `fsync` leaves the data in the drive's write cache, and SQLite's
+/// syncs are plain `fsync`s, `synchronous = FULL` or not, unless the
+/// connection sets `fullfsync` (every sync of the WAL) and
+/// `checkpoint_fullfsync` (a checkpoint's syncs). Elsewhere SQLite has no
+/// use for them (docs/decisions.md, "Storage on macOS").
+pub const FULL_FSYNC: bool = cfg!(target_vendor = "apple");
+
+/// `PRAGMA fullfsync = ON` and `PRAGMA checkpoint_fullfsync = ON`, each
+/// read back (`sqlite.pragma-synchronous` when one did not take). SQLite
+/// keeps the flags on every platform; it only uses them where
+/// `F_FULLFSYNC` exists.
+pub fn full_fsync(conn: &Connection) -> Result<()> {
+    conn.execute_batch("PRAGMA fullfsync = ON; PRAGMA checkpoint_fullfsync = ON")
+        .map_err(sql_err)?;
+    for name in ["fullfsync", "checkpoint_fullfsync"] {
+        let value = int_value(conn, &format!("PRAGMA {name}"))?;
+        if value != 1 {
+            return Err(pragma_err(name, value));
+        }
+    }
+    Ok(())
 }
 
 /// The store's identity (`persistence_state.store_id`, a UUID).

@@ -121,6 +121,10 @@ fn mapped(pid: u32, name: &str) -> Vec<String> {
 /// no `-shm`, so truncating that file while the store writes cannot raise
 /// SIGBUS in it, and what it writes is durable.
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "reads the child's memory maps from /proc/<pid>/maps, which only Linux has"
+)]
 fn an_exclusive_reopen_maps_no_shm_file() {
     let dir = TempDir::new("exclusive-reopen");
     let db = dir.db();

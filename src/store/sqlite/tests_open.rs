@@ -282,6 +282,10 @@ fn euid() -> u32 {
 /// a non-root run also checks a 0500 directory.
 #[cfg(unix)]
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "its unwritable parent is /proc/<pid>, which only Linux has"
+)]
 fn a_creation_failure_after_path_validation_surfaces() {
     let proc_dir = std::path::PathBuf::from(format!("/proc/{}", std::process::id()));
     let meta = std::fs::symlink_metadata(&proc_dir).unwrap();

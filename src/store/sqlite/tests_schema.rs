@@ -35,6 +35,34 @@ fn file_and_parent_rules() {
     assert_eq!(mode(&nested), 0o600);
 }
 
+/// A writer's connection syncs as the platform needs: `synchronous =
+/// FULL` everywhere, and on Apple platforms `fullfsync` and
+/// `checkpoint_fullfsync` too (F_FULLFSYNC rather than a plain fsync).
+#[test]
+fn a_writer_syncs_through_the_drive_cache_where_fsync_does_not() {
+    let dir = TempDir::new("fullfsync");
+    let b = open(&dir.db());
+    let pragma = |name: &str| -> i64 {
+        b.conn
+            .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(pragma("synchronous"), 2);
+    let full = i64::from(schema::FULL_FSYNC);
+    assert_eq!(pragma("fullfsync"), full);
+    assert_eq!(pragma("checkpoint_fullfsync"), full);
+    drop(b);
+    // What configure runs on Apple platforms takes on any connection (the
+    // flags are kept everywhere; only Apple's SQLite acts on them).
+    let conn = raw(&dir.db());
+    schema::full_fsync(&conn).unwrap();
+    let flag = |name: &str| -> i64 {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!((flag("fullfsync"), flag("checkpoint_fullfsync")), (1, 1));
+}
+
 /// Build a foreign database with `sql`, then check that opening it fails
 /// with `rule` and leaves the file byte-for-byte unchanged.
 fn refused(tag: &str, sql: &str, rule: Rule) {

@@ -217,13 +217,26 @@ pub fn write_behind(
     stored
 }
 
+/// Whose counts [`thread_counts`] reads: the calling thread's on Linux
+/// (`RUSAGE_THREAD`); elsewhere (macOS) the whole process's, the only
+/// scope getrusage has there, so the writer thread's faults and switches
+/// count too.
+#[cfg(target_os = "linux")]
+const RUSAGE_WHO: (libc::c_int, &str) = (libc::RUSAGE_THREAD, "the thread's");
+#[cfg(not(target_os = "linux"))]
+const RUSAGE_WHO: (libc::c_int, &str) = (
+    libc::RUSAGE_SELF,
+    "the process's (no per-thread counts here)",
+);
+
 /// The calling thread's minor page faults, voluntary context switches
-/// (it blocked) and involuntary ones (it was preempted), so far.
+/// (it blocked) and involuntary ones (it was preempted), so far (see
+/// [`RUSAGE_WHO`]).
 fn thread_counts() -> [i64; 3] {
     // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_THREAD with a valid, writable rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    // SAFETY: RUSAGE_THREAD or RUSAGE_SELF with a valid, writable rusage.
+    unsafe { libc::getrusage(RUSAGE_WHO.0, &mut u) };
     [u.ru_minflt, u.ru_nvcsw, u.ru_nivcsw]
 }
 
@@ -267,7 +280,8 @@ fn slow_ops(
     );
     rep.push(
         row(name, "wall", slow.len() as f64, what).note(format!(
-            "each timed alone, getrusage read around it: median of the slow ones {:.0} µs; {faulted} took a page fault, {blocked} blocked, {preempted} were preempted, {none} none of these",
+            "each timed alone, getrusage ({}) read around it: median of the slow ones {:.0} µs; {faulted} took a page fault, {blocked} blocked, {preempted} were preempted, {none} none of these",
+            RUSAGE_WHO.1,
             typical * 1e6
         )),
     );

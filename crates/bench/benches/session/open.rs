@@ -94,14 +94,7 @@ pub fn child_open(config: &str, id: &str, lines_path: &str, bytes: u64, window: 
     let after = proc_status("VmRSS:");
     let hwm = proc_status("VmHWM:");
     if std::env::var_os("DSH_BENCH_HEAP").is_some() {
-        // SAFETY: mallinfo2 only reads allocator statistics.
-        let mi = unsafe { libc::mallinfo2() };
-        eprintln!(
-            "heap: in use {} MB, free {} MB, mmapped {} MB",
-            mi.uordblks >> 20,
-            mi.fordblks >> 20,
-            mi.hblkhd >> 20
-        );
+        heap_report();
     }
     let session = Session(s);
     let t = Instant::now();
@@ -119,6 +112,25 @@ pub fn child_open(config: &str, id: &str, lines_path: &str, bytes: u64, window: 
             "rss_after_derive": after_derive,
         })
     );
+}
+
+/// glibc's allocator statistics on stderr (`DSH_BENCH_HEAP`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap_report() {
+    // SAFETY: mallinfo2 only reads allocator statistics.
+    let mi = unsafe { libc::mallinfo2() };
+    eprintln!(
+        "heap: in use {} MB, free {} MB, mmapped {} MB",
+        mi.uordblks >> 20,
+        mi.fordblks >> 20,
+        mi.hblkhd >> 20
+    );
+}
+
+/// Elsewhere there is no mallinfo2: the figures are unavailable.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap_report() {
+    eprintln!("heap: unavailable (mallinfo2 is glibc's)");
 }
 
 fn spawn_open(config: &str, id: &str, lines: &Path, bytes: u64, window: Option<usize>) -> Value {

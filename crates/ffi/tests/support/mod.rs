@@ -1,5 +1,6 @@
 //! Shared by the tests that build C programs against the freshly built
-//! `libdsh_session.so`: where it is, its SONAME, compiling a program.
+//! `libdsh_session.so` (macOS: `libdsh_session.dylib`): where it is, its
+//! SONAME (install name), compiling a program.
 #![allow(dead_code)]
 
 use std::env;
@@ -25,14 +26,29 @@ pub fn repo_dir() -> PathBuf {
     crate_dir().join("../..")
 }
 
-/// `DSH_SONAME` from the committed header.
+/// `DSH_SONAME` from the committed header; on macOS the file name of the
+/// install name, Mach-O's form of it (`libdsh_session.0.1.dylib`, as
+/// `crates/ffi/build.rs` sets it).
 pub fn soname(header: &Path) -> String {
     let text = fs::read_to_string(header).expect("read include/dsh_session.h");
-    text.lines()
+    let soname = text
+        .lines()
         .find_map(|l| l.strip_prefix("#define DSH_SONAME "))
         .map(|v| v.trim().trim_matches('"').to_string())
-        .expect("DSH_SONAME in include/dsh_session.h")
+        .expect("DSH_SONAME in include/dsh_session.h");
+    if cfg!(target_os = "macos") {
+        soname.replacen(".so.", ".", 1) + ".dylib"
+    } else {
+        soname
+    }
 }
+
+/// The shared library's file name as cargo makes it.
+pub const LIBRARY_FILE: &str = if cfg!(target_os = "macos") {
+    "libdsh_session.dylib"
+} else {
+    "libdsh_session.so"
+};
 
 pub fn on_path(tool: &str) -> Option<PathBuf> {
     env::split_paths(&env::var_os("PATH")?)
@@ -45,7 +61,7 @@ pub fn flag(name: &str) -> bool {
 }
 
 /// The library's SONAME is the header's `DSH_SONAME`, so the test binary
-/// needs that file name at run time; cargo only produces `libdsh_session.so`.
+/// needs that file name at run time; cargo only produces [`LIBRARY_FILE`].
 /// Put a symlink into our own directory (atomically, so parallel runs are fine).
 pub fn soname_dir(lib_dir: &Path, lib: &Path, soname: &str) -> PathBuf {
     let dir = lib_dir.join("c_abi");
@@ -96,11 +112,11 @@ pub fn compile(
     bin
 }
 
-/// The built library, `target/<profile>/libdsh_session.so`, and a
-/// directory holding its SONAME link (asserting it was built).
+/// The built library, `target/<profile>/libdsh_session.so` (or `.dylib`),
+/// and a directory holding its SONAME link (asserting it was built).
 pub fn library() -> (PathBuf, PathBuf) {
     let lib_dir = lib_dir();
-    let lib = lib_dir.join("libdsh_session.so");
+    let lib = lib_dir.join(LIBRARY_FILE);
     assert!(
         lib.is_file(),
         "{} is missing: the crate's cdylib was not built into {} (run `cargo build` / `cargo test` \
