@@ -28,6 +28,7 @@ pub mod seqs;
 mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod stream_read;
 #[cfg(test)]
 mod tests_handles;
 pub mod uuid;
@@ -38,7 +39,9 @@ pub mod writer;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use backend::{Backend, Cut, Listed, Loaded, RangeReads, Stored, Torn, TornKind};
+pub use backend::{
+    Backend, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored, Torn, TornKind,
+};
 pub use config::{
     check_batch_window, check_schema_name, check_session_id, check_statement_timeout, Access,
     BackendConfig, CreateOptions, ForkOptions, OpenOptions, StoreConfig, DEFAULT_BATCH_WINDOW_MS,
