@@ -283,6 +283,7 @@ fn produce(
                     let Ok(ended) = decoder.decode(&mut input, &mut plain, 0) else {
                         return Ok(None);
                     };
+                    streamed.store(at + (used + input.pos()) as u64, Ordering::Relaxed);
                     full = plain.len() == plain.capacity();
                     // A small piece (a frame of one step) goes as a copy, a
                     // large one as the buffer itself.
