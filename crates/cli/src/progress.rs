@@ -117,7 +117,7 @@ impl Reading {
             Some(r) if r.unit == ProgressUnit::Events => {
                 style(
                     &self.bar,
-                    "{msg} [{bar:24}] {human_pos}/{human_len} events, {per_sec}, eta {eta}",
+                    "{msg} [{bar:24}] {human_pos}/{human_len} events, eta {eta}",
                 );
                 self.bar.set_length(r.total);
             }
@@ -129,7 +129,7 @@ impl Reading {
                 self.bar.set_length(r.total);
             }
             None => {
-                style(&self.bar, "{spinner} {msg}: {human_pos} events, {per_sec}");
+                style(&self.bar, "{spinner} {msg}: {human_pos} events ({elapsed})");
                 self.bar.set_length(u64::MAX);
             }
         }
@@ -149,7 +149,12 @@ impl Reading {
         self.events += n;
         match &self.read {
             Some(r) => {
-                let done = r.done();
+                // Events: those counted here (a range read advances no
+                // counter of the backend's).
+                let done = match r.unit {
+                    ProgressUnit::Events => r.done().max(self.events),
+                    ProgressUnit::Bytes => r.done(),
+                };
                 if done > r.total {
                     self.bar.set_length(done);
                 }

@@ -18,7 +18,7 @@ use dsh_session::json::{Object, Value};
 use dsh_session::store::backend::header_id;
 use dsh_session::store::stream_read::{read_progress, read_streaming};
 use dsh_session::store::writer::{lock_backend, SharedBackend};
-use dsh_session::store::{restore, restore_lenient, Loaded, Restored, Stored};
+use dsh_session::store::{restore, restore_lenient, Loaded, ProgressUnit, Restored, Stored};
 use dsh_session::Rule;
 
 /// How many events a streamed read keeps resident (rounded up to whole
@@ -305,12 +305,14 @@ pub fn show(ctx: Ctx, a: &ShowArgs) -> Result<u8, CliError> {
     let from = a.from.unwrap_or(0);
     let to = a.to.unwrap_or(u64::MAX);
     let mut reading = Reading::new(ctx, &a.id, true);
-    let read = read_progress(&o.backend, &a.id);
+    let mut read = read_progress(&o.backend, &a.id);
+    let events = read.as_mut().filter(|r| r.unit == ProgressUnit::Events);
     // The widest seq shown, for the width of its column.
-    let last = read
-        .as_ref()
-        .filter(|r| r.unit == dsh_session::store::ProgressUnit::Events)
-        .map_or(9_999_999, |r| r.total.min(to));
+    let last = events.as_ref().map_or(9_999_999, |r| r.total.min(to));
+    if let Some(r) = events {
+        // The events of the range are counted.
+        r.total = r.total.min(to).saturating_sub(from);
+    }
     reading.start(&a.id, read);
     let seekable = matches!(o.target.kind, BackendKind::Sqlite | BackendKind::Postgres);
     let mut out = Out::paged(ctx);
