@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/lib.sh
-ensure_commands cc:build-essential valgrind:valgrind pkg-config:pkg-config readelf:binutils
+ensure_commands cc:build-essential valgrind:valgrind pkg-config:pkg-config readelf:binutils tmux:tmux
 command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
@@ -42,6 +42,9 @@ echo "==> cargo test (unit, conformance vectors, checklist, contract, crash, C A
 # The C programs link the shared library, which `cargo test` alone does not build.
 cargo build --locked --workspace
 cargo test --locked --workspace
+
+echo "==> the CLI at scale: peak memory of show, derive, verify and stats on 200k events (release build)"
+cargo test --locked --release -p dsh-session-cli --test cli_scale -- --nocapture
 
 echo "==> C ABI misuse test under valgrind"
 DSH_VALGRIND=1 cargo test --locked -p dsh-session-ffi --test c_abi

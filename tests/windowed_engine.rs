@@ -112,3 +112,53 @@ fn reads_reach_storage_only_before_the_window() {
     assert_eq!(d, t);
     assert_eq!(s.open_turn().unwrap(), twin.open_turn().unwrap());
 }
+
+/// `visit_derived` hands over the messages of `derive_json`, in its order,
+/// one page at a time, windowed or not, after a replace too; it stops when
+/// asked.
+#[test]
+fn derived_messages_are_visited_in_list_order_without_the_list() {
+    let n = 3 * CHUNK + 10;
+    let joined = |s: &mut Session| {
+        let mut parts = Vec::new();
+        s.visit_derived(|_, text| {
+            parts.push(text.to_string());
+            true
+        })
+        .unwrap();
+        format!("[{}]", parts.join(","))
+    };
+    let mut twin = session(n);
+    let mut s = session(n);
+    let source = Arc::new(Counted {
+        events: Mutex::new(s.events().iter().collect()),
+        reads: AtomicUsize::new(0),
+    });
+    s.set_window(source.clone(), 100);
+    assert_eq!(joined(&mut s), twin.derive_json().unwrap());
+    assert_eq!(joined(&mut twin), twin.derive_json().unwrap());
+    // A replace puts a late event first: list order is not seq order.
+    let intent = r#"{"surfaceOp":{"op":"replace","start":0,"end":0},"sourceEventSeqs":[0]}"#;
+    let e = user(&mut s, 0, intent);
+    source.events.lock().unwrap().push(e);
+    user(&mut twin, 0, intent);
+    s.evict_old();
+    let want = twin.derive_json().unwrap();
+    assert_eq!(joined(&mut s), want);
+    let mut seqs = Vec::new();
+    s.visit_derived(|seq, _| {
+        seqs.push(seq);
+        true
+    })
+    .unwrap();
+    assert_eq!(seqs[0], n as u64, "the replacement comes first");
+    assert!(seqs[1..].windows(2).all(|w| w[0] < w[1]));
+    // Stopping after three messages.
+    let mut count = 0;
+    s.visit_derived(|_, _| {
+        count += 1;
+        count < 3
+    })
+    .unwrap();
+    assert_eq!(count, 3);
+}

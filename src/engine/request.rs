@@ -171,28 +171,41 @@ impl RequestFolds {
 
 /// Token totals (docs/events.md §10.4): `[uncachedInput, output, cacheRead, cacheWrite]`.
 pub fn token_usage<'a>(log: impl IntoIterator<Item = &'a Event>) -> [f64; 4] {
-    let mut totals = [0.0f64; 4];
-    let mut last: Option<(Value, Value, [f64; 4])> = None;
+    let mut usage = TokenUsage::default();
     for e in log {
+        usage.add(e);
+    }
+    usage.totals()
+}
+
+/// [`token_usage`] kept event by event, for a log read a batch at a time.
+#[derive(Debug, Clone, Default)]
+pub struct TokenUsage {
+    totals: [f64; 4],
+    /// The turn, step and buckets of the last usage sample.
+    last: Option<(Value, Value, [f64; 4])>,
+}
+
+impl TokenUsage {
+    /// Count the next event of the log.
+    pub fn add(&mut self, e: &Event) {
         if e.ty != "assistant/chunk" && e.ty != ASSISTANT_MESSAGE {
-            continue;
+            return;
         }
         let data = e.parse_data();
         let Some(data) = data.as_object() else {
-            continue;
+            return;
         };
         let sample = if e.ty == "assistant/chunk" {
             data.get("chunk")
                 .and_then(Value::as_object)
                 .filter(|c| c.get("type").and_then(Value::as_str) == Some("usage"))
                 .and_then(|c| c.get("usage"))
-        } else if e.ty == ASSISTANT_MESSAGE {
-            data.get("usage")
         } else {
-            None
+            data.get("usage")
         };
         let Some(usage) = sample.and_then(Value::as_object) else {
-            continue;
+            return;
         };
         let n = |k: &str| usage.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         let buckets = [
@@ -203,30 +216,60 @@ pub fn token_usage<'a>(log: impl IntoIterator<Item = &'a Event>) -> [f64; 4] {
         ];
         let turn = data.get("turn").cloned().unwrap_or(Value::Null);
         let step = data.get("step").cloned().unwrap_or(Value::Null);
-        match &last {
+        match &self.last {
             Some((t, s, prev)) if *t == turn && *s == step => {
                 if *prev != buckets {
                     for i in 0..4 {
-                        totals[i] += buckets[i] - prev[i];
+                        self.totals[i] += buckets[i] - prev[i];
                     }
-                    last = Some((turn, step, buckets));
+                    self.last = Some((turn, step, buckets));
                 }
             }
             _ => {
-                for i in 0..4 {
-                    totals[i] += buckets[i];
+                for (total, b) in self.totals.iter_mut().zip(buckets) {
+                    *total += b;
                 }
-                last = Some((turn, step, buckets));
+                self.last = Some((turn, step, buckets));
             }
         }
     }
-    totals
+
+    /// The totals so far: `[uncachedInput, output, cacheRead, cacheWrite]`.
+    pub fn totals(&self) -> [f64; 4] {
+        self.totals
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::json::parse;
+
+    /// Counted event by event, in any cut of the log, the totals are the
+    /// whole log's: a step's samples replace each other across a cut too.
+    #[test]
+    fn token_usage_kept_event_by_event_is_the_whole_logs() {
+        let texts = [
+            r#"{"type":"assistant/chunk","seq":0,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"usage","usage":{"inputTokens":10,"outputTokens":1}}}}"#,
+            r#"{"type":"assistant/chunk","seq":1,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"usage","usage":{"inputTokens":10,"outputTokens":5}}}}"#,
+            r#"{"type":"assistant/message","seq":2,"time":1,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[],"id":"a"},"usage":{"inputTokens":10,"outputTokens":7,"cacheReadTokens":3}}}"#,
+            r#"{"type":"assistant/message","seq":3,"time":1,"data":{"turn":1,"step":2,"message":{"role":"assistant","content":[],"id":"b"},"usage":{"inputTokens":4,"outputTokens":2}}}"#,
+        ];
+        let log: Vec<Event> = texts
+            .iter()
+            .map(|t| Event::from_envelope(parse(t).unwrap(), "test").unwrap())
+            .collect();
+        let whole = token_usage(&log);
+        assert_eq!(whole, [14.0, 9.0, 3.0, 0.0]);
+        for cut in 0..=log.len() {
+            let mut usage = TokenUsage::default();
+            log[..cut].iter().for_each(|e| usage.add(e));
+            let first = usage.clone();
+            log[cut..].iter().for_each(|e| usage.add(e));
+            assert_eq!(usage.totals(), whole, "cut at {cut}");
+            assert_eq!(first.totals(), token_usage(&log[..cut]));
+        }
+    }
 
     /// Which of `system` / `tools` the canonical header keeps for `value`.
     fn kept(value: &str) -> bool {

@@ -3,6 +3,7 @@
 //! accepted; they never re-check an engine rule. Every method that writes
 //! returns only when the write is durable.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::engine::session::Log;
@@ -363,6 +364,45 @@ pub trait RangeReads {
     /// The stored events of `id` with seqs `from..to` (fewer when the log
     /// is shorter), read back for a windowed session.
     fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>>;
+
+    /// For a progress display of the next streaming read of `id`: how
+    /// long its log is, cheaply found before reading it, and a counter the
+    /// read advances as it goes (from its own threads), reset here. `None`
+    /// when the backend cannot tell, or `id` is absent; the default.
+    fn progress(&mut self, id: &str) -> Option<ReadProgress> {
+        let _ = id;
+        None
+    }
+}
+
+/// What [`ReadProgress`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressUnit {
+    /// Events handed on (SQLite, PostgreSQL).
+    Events,
+    /// Bytes of the log file read (JSONL, whose event count is not known
+    /// before the file is read).
+    Bytes,
+}
+
+/// The length of a stored log and how far a streaming read of it has got
+/// ([`RangeReads::progress`]).
+#[derive(Debug, Clone)]
+pub struct ReadProgress {
+    /// What `total` and `done` count.
+    pub unit: ProgressUnit,
+    /// The whole log: its events (the last stored row's seq + 1, fewer
+    /// when that row is a packed run) or the bytes of its file.
+    pub total: u64,
+    /// How far the read has got, in the same unit.
+    pub done: Arc<AtomicU64>,
+}
+
+impl ReadProgress {
+    /// How far the read has got.
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
 }
 
 /// What a streaming read ([`RangeReads::load_streaming`]) ends with.

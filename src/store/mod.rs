@@ -28,6 +28,7 @@ pub mod seqs;
 mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod stream_read;
 #[cfg(test)]
 mod tests_group;
 #[cfg(test)]
@@ -41,7 +42,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{
-    Backend, Batch, Cut, Events, Listed, Loaded, RangeReads, Stored, Torn, TornKind,
+    Backend, Batch, Cut, Events, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored,
+    Torn, TornKind,
 };
 pub use config::{
     check_batch_window, check_schema_name, check_session_id, check_statement_timeout, Access,

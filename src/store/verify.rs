@@ -3,12 +3,16 @@
 //! docs/errors.md §3.5) is checked on the stored data, and every finding is
 //! reported with its rule id and seq instead of stopping at the first one.
 //!
-//! Nothing is written: the backend is only asked to `list` and `load`, and
-//! the restore pipeline (`store::restore`) runs in memory. The per-event
-//! passes below re-run the same engine checks event by event so that a log
-//! with several problems reports all of them; `store::restore` then runs as
-//! the authority, so verification never passes a session that `open` would
-//! refuse.
+//! Nothing is written: the backend is only asked to `list` and read. A log
+//! first streams through the checks of a windowed open
+//! ([`super::stream_read::read_streaming`]), keeping a window of it
+//! resident, so a long clean log is verified in bounded memory; such a log
+//! can only be clean or end inside a turn. A log the stream leaves (a torn
+//! tail, damage, a broken rule, an older format) is read whole: the
+//! per-event passes below re-run the same engine checks event by event so
+//! that a log with several problems reports all of them, and
+//! `store::restore` then runs as the authority, so verification never
+//! passes a session that `open` would refuse.
 //!
 //! Two findings are not errors but what `open` repairs (docs/lifecycle.md §6):
 //! a torn tail ([`TORN_TAIL`]) and an interrupted turn ([`INTERRUPTED_TURN`]).
@@ -17,7 +21,9 @@ use std::collections::HashSet;
 
 use std::sync::Arc;
 
-use super::backend::{header_id, Backend, Loaded};
+use super::backend::{header_id, Backend, Loaded, ReadProgress};
+use super::stream_read::{read_progress, read_streaming};
+use super::writer::{lock_backend, SharedBackend};
 
 use crate::engine::event::{Event, TURN_END, TURN_START};
 use crate::engine::seed::{self, SeedMode};
@@ -133,18 +139,48 @@ impl StoreReport {
     }
 }
 
+/// What a verification tells while it runs, for a progress display.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// Session `id`, the `index`th of `of`, is read next; `progress`
+    /// follows the read when the backend can tell (see
+    /// [`super::RangeReads::progress`]).
+    Session {
+        /// The session.
+        id: &'a str,
+        /// Its place among the sessions checked (from 0).
+        index: usize,
+        /// How many sessions are checked.
+        of: usize,
+        /// The log's length and how far its read has got.
+        progress: Option<ReadProgress>,
+    },
+    /// The log could not be checked as it streamed: it is read whole
+    /// (what was counted for it starts again).
+    WholeLog,
+    /// This many more events of the session were checked.
+    Events(u64),
+}
+
+/// How many events a streamed verification keeps resident (rounded up to
+/// whole chunks of the log: the chunk holding the last event read).
+const VERIFY_WINDOW: usize = 1;
+
 /// Verify every session of a store: those `list` returns, plus `extra`
 /// ids (e.g. [`jsonl_session_ids`], which also finds logs `list` skips
 /// silently because their header is unreadable).
-/// Types outside `vocab` are reported unless marked `ignorable`.
+/// Types outside `vocab` are reported unless marked `ignorable`. `step`
+/// hears of each session and of the events checked.
 pub fn verify_store(
-    backend: &mut dyn Backend,
+    backend: &SharedBackend,
     extra: &[String],
     vocab: &Vocabulary,
+    step: &mut dyn FnMut(Step<'_>),
 ) -> StoreReport {
     let mut report = StoreReport::default();
     let mut ids: Vec<String> = Vec::new();
-    match backend.list() {
+    let listed = lock_backend(backend).list();
+    match listed {
         Ok(rows) => ids.extend(rows.iter().map(|r| header_id(&r.header).to_string())),
         Err(e) => report.problems.push(Problem::from_error(None, &e, None)),
     }
@@ -156,7 +192,7 @@ pub fn verify_store(
         }
     }
     for (i, id) in ids.iter().enumerate() {
-        let session = verify_session(backend, id, vocab);
+        let session = verify_one(backend, id, vocab, (i, ids.len()), step);
         // A directory name that does not lead back to a log (an id the
         // walk could not decode exactly) is not a finding.
         let lost = i >= listed
@@ -171,14 +207,78 @@ pub fn verify_store(
     report
 }
 
-/// Verify one stored session (read-only).
-pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -> SessionReport {
+/// Verify one stored session (read-only). `step` hears of the events
+/// checked.
+pub fn verify_session(
+    backend: &SharedBackend,
+    id: &str,
+    vocab: &Vocabulary,
+    step: &mut dyn FnMut(Step<'_>),
+) -> SessionReport {
+    verify_one(backend, id, vocab, (0, 1), step)
+}
+
+/// [`verify_session`] of the `at.0`th session of `at.1`. A log streams
+/// through the checks of a windowed open, a window of it resident; one
+/// that cannot (a torn tail, damage, a broken rule, an older format) is
+/// read whole and checked rule by rule, so that every finding is named.
+fn verify_one(
+    backend: &SharedBackend,
+    id: &str,
+    vocab: &Vocabulary,
+    (index, of): (usize, usize),
+    step: &mut dyn FnMut(Step<'_>),
+) -> SessionReport {
     let mut report = SessionReport {
         id: id.to_string(),
         events: None,
         problems: Vec::new(),
         quarantined: Vec::new(),
     };
+    let progress = read_progress(backend, id);
+    step(Step::Session {
+        id,
+        index,
+        of,
+        progress,
+    });
+    // The last turn boundary read, for the finding of an open turn.
+    let mut boundary: Option<Arc<Event>> = None;
+    let streamed = read_streaming(backend, id, vocab, VERIFY_WINDOW, &mut |batch| {
+        if let Some(e) = batch
+            .iter()
+            .rev()
+            .find(|e| e.ty == TURN_START || e.ty == TURN_END)
+        {
+            boundary = Some(e.clone());
+        }
+        step(Step::Events(batch.len() as u64));
+    });
+    let mut backend = lock_backend(backend);
+    if let Ok(Some(read)) = streamed {
+        // Everything an open checks passed as the log streamed.
+        report.events = Some(read.stored);
+        report.quarantined = backend.quarantined(id).unwrap_or_default();
+        if !read.closers.is_empty() {
+            let start = boundary.as_deref().filter(|e| e.ty == TURN_START);
+            report.problems.push(interrupted(id, start, &read.closers));
+        }
+        mark_live(&mut **backend, id, &mut report);
+        return report;
+    }
+    step(Step::WholeLog);
+    verify_whole(&mut **backend, id, vocab, report, step)
+}
+
+/// The whole-log verification: every rule checked event by event, then
+/// the restore pipeline as the authority.
+fn verify_whole(
+    backend: &mut dyn Backend,
+    id: &str,
+    vocab: &Vocabulary,
+    mut report: SessionReport,
+    step: &mut dyn FnMut(Step<'_>),
+) -> SessionReport {
     let loaded = match backend.load(id) {
         Ok(Some(loaded)) => loaded,
         Ok(None) => {
@@ -200,6 +300,7 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
         }
     };
     report.events = Some(loaded.events.len());
+    step(Step::Events(loaded.events.len() as u64));
     report.quarantined = backend.quarantined(id).unwrap_or_default();
     if let Some(p) = torn_problem(id, backend.name(), &loaded) {
         report.problems.push(p);
@@ -223,19 +324,30 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
                 dedupe(&mut report.problems);
                 return report;
             }
-            report.problems.push(interrupted(
-                id,
-                &restored
-                    .session
-                    .events()
-                    .range(..restored.durable)
-                    .collect::<Vec<_>>(),
-                &restored.closers,
-            ));
+            let stored: Vec<_> = restored
+                .session
+                .events()
+                .range(..restored.durable)
+                .collect();
+            let start = stored
+                .iter()
+                .rev()
+                .find(|e| e.ty == TURN_START || e.ty == TURN_END)
+                .filter(|e| e.ty == TURN_START);
+            report
+                .problems
+                .push(interrupted(id, start.map(|e| &**e), &restored.closers));
         }
         Ok(_) => {}
     }
     dedupe(&mut report.problems);
+    mark_live(backend, id, &mut report);
+    report
+}
+
+/// Beside a running writer, what `open` would repair is the writer's work
+/// in progress.
+fn mark_live(backend: &mut dyn Backend, id: &str, report: &mut SessionReport) {
     let repairable = |p: &Problem| p.severity == Severity::Repairable;
     if report.problems.iter().any(repairable) && backend.writer_running(id) == Some(true) {
         for p in report.problems.iter_mut().filter(|p| repairable(p)) {
@@ -244,7 +356,6 @@ pub fn verify_session(backend: &mut dyn Backend, id: &str, vocab: &Vocabulary) -
                 .push_str(" (the store's writer is running: this is its work in progress)");
         }
     }
-    report
 }
 
 fn torn_problem(id: &str, backend: &str, loaded: &Loaded) -> Option<Problem> {
@@ -287,12 +398,10 @@ fn torn_problem(id: &str, backend: &str, loaded: &Loaded) -> Option<Problem> {
     })
 }
 
-fn interrupted(id: &str, stored: &[Arc<Event>], closers: &[Arc<Event>]) -> Problem {
-    let start = stored
-        .iter()
-        .rev()
-        .find(|e| e.ty == TURN_START || e.ty == TURN_END)
-        .filter(|e| e.ty == TURN_START);
+/// The finding of a log that ends inside a turn: `start` is its last
+/// `turn/start` (when no `turn/end` follows it), `closers` what `open`
+/// appends.
+fn interrupted(id: &str, start: Option<&Event>, closers: &[Arc<Event>]) -> Problem {
     let turn = start
         .and_then(|e| e.data().as_object())
         .and_then(|d| d.get("turn"))

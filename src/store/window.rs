@@ -40,7 +40,7 @@ impl StoredEvents {
 
 /// An engine event from a stored record read back: taken exactly as the
 /// open took it ([`fast_event`]; a windowed session's log passed it).
-fn event_of(stored: Stored) -> Result<Arc<Event>> {
+pub(super) fn event_of(stored: Stored) -> Result<Arc<Event>> {
     fast_event(stored).map_err(|_| {
         Error::new(
             Status::Corrupt,

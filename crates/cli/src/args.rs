@@ -41,6 +41,10 @@ pub struct Cli {
     /// No progress bar and no notes on stderr.
     #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// Never page: on a terminal, output longer than a screen goes
+    /// through `$DSH_PAGER`, `$PAGER` or `less` otherwise.
+    #[arg(long, global = true)]
+    pub no_pager: bool,
     /// The command.
     #[command(subcommand)]
     pub command: Command,

@@ -2,13 +2,17 @@
 //! its exit status (0 clean, 1 repairable, 2 corrupt or unreadable).
 
 use super::args::{BackendKind, VerifyArgs};
-use super::output::Out;
+use super::output::{terminal_safe, Out};
+use super::progress::Reading;
 use super::{
     exit_status, CliError, Ctx, Target, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK, EXIT_REPAIRABLE,
 };
+use console::Style;
 use dsh_session::json::Value;
 use dsh_session::store::jsonl::session_ids as jsonl_session_ids;
-use dsh_session::store::verify::{verify_session, verify_store, Problem, Severity, StoreReport};
+use dsh_session::store::verify::{
+    verify_session, verify_store, Problem, Severity, Step, StoreReport,
+};
 use dsh_session::Rule;
 
 fn status_word(worst: Option<Severity>) -> &'static str {
@@ -18,6 +22,21 @@ fn status_word(worst: Option<Severity>) -> &'static str {
         Some(Severity::Repairable) => "repairable",
         Some(Severity::Corrupt) => "corrupt",
     }
+}
+
+/// [`status_word`], coloured on a terminal that takes colour: clean
+/// green, open cyan, repairable yellow, corrupt red.
+fn painted(ctx: Ctx, worst: Option<Severity>) -> String {
+    let style = match worst {
+        None => Style::new().green(),
+        Some(Severity::Live) => Style::new().cyan(),
+        Some(Severity::Repairable) => Style::new().yellow(),
+        Some(Severity::Corrupt) => Style::new().red().bold(),
+    };
+    style
+        .force_styling(ctx.term.colour)
+        .apply_to(status_word(worst))
+        .to_string()
 }
 
 fn exit_of(worst: Option<Severity>) -> u8 {
@@ -68,7 +87,23 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
     let target = Target::from_args(&a.store)?;
     let vocab = target.vocabulary()?;
     let mut report = StoreReport::default();
-    let bar = super::progress::spinner(ctx, &format!("verifying {}", target.path.display()));
+    let mut reading = Reading::new(ctx, "verifying", false);
+    let mut step = |s: Step<'_>| match s {
+        Step::Session {
+            id,
+            index,
+            of,
+            progress,
+        } => {
+            let what = match of {
+                1 => id.to_string(),
+                _ => format!("{id} ({}/{of})", index + 1),
+            };
+            reading.start(&what, progress);
+        }
+        Step::WholeLog => reading.restart(),
+        Step::Events(n) => reading.tick(n),
+    };
     match target.open_existing() {
         // Locked by another process, or no store there: the check could
         // not run at all.
@@ -76,9 +111,10 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
             return Err(CliError::library(&target.path, None, &e))
         }
         Err(e) => report.problems.push(Problem::from_error(None, &e, None)),
-        Ok(mut backend) => match &a.id {
+        Ok(backend) => match &a.id {
             Some(id) => {
-                let session = verify_session(&mut *backend, id, &vocab);
+                let backend = std::sync::Arc::new(std::sync::Mutex::new(backend));
+                let session = verify_session(&backend, id, &vocab, &mut step);
                 if session
                     .problems
                     .iter()
@@ -96,14 +132,15 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
                     BackendKind::Jsonl => jsonl_session_ids(&target.path),
                     BackendKind::Sqlite | BackendKind::Postgres => Vec::new(),
                 };
-                report = verify_store(&mut *backend, &extra, &vocab);
+                let backend = std::sync::Arc::new(std::sync::Mutex::new(backend));
+                report = verify_store(&backend, &extra, &vocab, &mut step);
             }
         },
     }
-    bar.finish_and_clear();
+    drop(reading);
     let worst = report.worst();
     let exit = exit_of(worst);
-    let mut out = Out::new();
+    let mut out = Out::paged(ctx);
     if ctx.json {
         let sessions = report.sessions.iter().map(|s| {
             Value::obj([
@@ -170,7 +207,11 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
         let events = s
             .events
             .map_or_else(String::new, |n| format!(" ({n} events)"));
-        out.line(&format!("{}: {}{events}", s.id, status_word(worst)));
+        out.raw(&format!(
+            "{}: {}{events}\n",
+            terminal_safe(&s.id),
+            painted(ctx, worst)
+        ));
         for p in &s.problems {
             out.line(&format!("  {}", problem_line(&target, p)));
         }
@@ -195,6 +236,6 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
             report.problems.len()
         ));
     }
-    out.line(&format!("{summary}: {}", status_word(worst)));
+    out.raw(&format!("{summary}: {}\n", painted(ctx, worst)));
     Ok(exit)
 }

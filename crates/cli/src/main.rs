@@ -11,11 +11,15 @@
 
 pub mod args;
 mod check;
+mod derive;
 mod output;
 mod progress;
 mod read;
 mod scan;
+mod stats;
+mod table;
 mod target;
+pub mod term;
 mod write;
 
 use std::ffi::OsString;
@@ -159,13 +163,15 @@ pub fn describe(file: &Path, id: Option<&str>, e: &Error) -> String {
     out
 }
 
-/// Global flags every command sees.
+/// Global flags every command sees, and what the terminal allows.
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx {
     /// `--json`.
     pub json: bool,
     /// `--quiet`.
     pub quiet: bool,
+    /// The terminal (a pager, colour, the width to fit; `--no-pager`).
+    pub term: term::Term,
 }
 
 impl Ctx {
@@ -207,12 +213,13 @@ where
     let ctx = Ctx {
         json: cli.json,
         quiet: cli.quiet,
+        term: term::Term::detect(cli.no_pager),
     };
     let result = match &cli.command {
         Command::List(a) => read::list(ctx, a),
         Command::Show(a) => read::show(ctx, a),
-        Command::Derive(a) => read::derive(ctx, a),
-        Command::Stats(a) => read::stats(ctx, a),
+        Command::Derive(a) => derive::derive(ctx, a),
+        Command::Stats(a) => stats::stats(ctx, a),
         Command::Verify(a) => check::verify(ctx, a),
         Command::Repair(a) => write::repair(ctx, a),
         Command::Fork(a) => write::fork(ctx, a),

@@ -1,14 +1,28 @@
-//! Text output helpers: stdout that tolerates a closed pipe, aligned
-//! tables, UTC timestamps, one-line summaries of events and messages.
+//! Text output helpers: stdout (or the pager) that tolerates a closed
+//! pipe, UTC timestamps, one-line summaries of events and messages.
 
 use std::io::{self, Write};
 
 use dsh_session::json::Value;
 
-/// Buffered stdout. A closed pipe (`dsh-session show … | head`) ends the
-/// output quietly instead of failing.
+use super::term::Pager;
+use super::Ctx;
+
+/// Where output goes once the first byte is written.
+enum Sink {
+    /// Stdout, buffered.
+    Stdout(io::BufWriter<io::StdoutLock<'static>>),
+    /// The pager's input, buffered.
+    Pager(io::BufWriter<std::process::ChildStdin>, Pager),
+}
+
+/// Buffered stdout, or a pager reading it when stdout is a terminal and
+/// the command pages. A closed pipe (`dsh-session show … | head`, or a
+/// pager quit early) ends the output quietly instead of failing:
+/// [`Out::is_closed`] tells the command to stop producing.
 pub struct Out {
-    inner: io::BufWriter<io::StdoutLock<'static>>,
+    sink: Option<Sink>,
+    page: bool,
     closed: bool,
 }
 
@@ -22,29 +36,69 @@ impl Out {
     /// Stdout, buffered.
     pub fn new() -> Out {
         Out {
-            inner: io::BufWriter::new(io::stdout().lock()),
+            sink: None,
+            page: false,
             closed: false,
+        }
+    }
+
+    /// Stdout, through the pager when `ctx` allows one (stdout is a
+    /// terminal, no `--no-pager`); the pager starts with the first write.
+    pub fn paged(ctx: Ctx) -> Out {
+        Out {
+            sink: None,
+            page: ctx.term.pager,
+            closed: false,
+        }
+    }
+
+    fn sink(&mut self) -> &mut dyn Write {
+        let page = self.page;
+        let sink = self
+            .sink
+            .get_or_insert_with(|| match page.then(Pager::start).flatten() {
+                Some((pager, input)) => Sink::Pager(io::BufWriter::new(input), pager),
+                None => Sink::Stdout(io::BufWriter::new(io::stdout().lock())),
+            });
+        match sink {
+            Sink::Stdout(w) => w,
+            Sink::Pager(w, _) => w,
+        }
+    }
+
+    /// True once the reader went away: nothing more is written.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Write `text` as it is (JSON, or text already made terminal-safe).
+    pub fn raw(&mut self, text: &str) {
+        if self.closed {
+            return;
+        }
+        if self.sink().write_all(text.as_bytes()).is_err() {
+            self.closed = true;
         }
     }
 
     /// Write `text` (control characters escaped, see [`terminal_safe`])
     /// and a newline.
     pub fn line(&mut self, text: &str) {
-        if self.closed {
-            return;
-        }
-        let r = self
-            .inner
-            .write_all(terminal_safe(text).as_bytes())
-            .and_then(|()| self.inner.write_all(b"\n"));
-        if r.is_err() {
-            self.closed = true;
-        }
+        self.raw(&terminal_safe(text));
+        self.raw("\n");
     }
 
     /// Flush what is buffered.
     pub fn flush(&mut self) {
-        if !self.closed && self.inner.flush().is_err() {
+        if self.closed {
+            return;
+        }
+        let r = match &mut self.sink {
+            Some(Sink::Stdout(w)) => w.flush(),
+            Some(Sink::Pager(w, _)) => w.flush(),
+            None => Ok(()),
+        };
+        if r.is_err() {
             self.closed = true;
         }
     }
@@ -53,6 +107,12 @@ impl Out {
 impl Drop for Out {
     fn drop(&mut self) {
         self.flush();
+        if let Some(Sink::Pager(w, pager)) = self.sink.take() {
+            // The pager sees the end of its input, and the command ends
+            // when the reader quits it.
+            drop(w);
+            let _ = pager.wait();
+        }
     }
 }
 
@@ -78,89 +138,25 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// Rows aligned in columns (two spaces apart; `right[i]` right-aligns
-/// column `i`; the last column is not padded).
-pub fn table(header: &[&str], rows: &[Vec<String>], right: &[bool]) -> Vec<String> {
-    let cols = header.len();
-    let mut width = vec![0usize; cols];
-    // Escaped before the widths are measured, so columns stay aligned.
-    let all = std::iter::once(header.iter().map(|h| h.to_string()).collect::<Vec<_>>())
-        .chain(rows.iter().map(|r| {
-            r.iter()
-                .map(|c| terminal_safe(c).into_owned())
-                .collect::<Vec<_>>()
-        }))
-        .collect::<Vec<_>>();
-    for row in &all {
-        for (i, cell) in row.iter().enumerate().take(cols) {
-            width[i] = width[i].max(cell.chars().count());
-        }
-    }
-    all.iter()
-        .map(|row| {
-            let mut line = String::new();
-            for (i, cell) in row.iter().enumerate().take(cols) {
-                let pad = width[i] - cell.chars().count();
-                let last = i + 1 == cols;
-                if right.get(i).copied().unwrap_or(false) {
-                    line.push_str(&" ".repeat(pad));
-                    line.push_str(cell);
-                } else {
-                    line.push_str(cell);
-                    if !last {
-                        line.push_str(&" ".repeat(pad));
-                    }
-                }
-                if !last {
-                    line.push_str("  ");
-                }
-            }
-            line.trim_end().to_string()
-        })
-        .collect()
-}
-
 /// `2025-01-02T03:04:05.678Z` for epoch milliseconds.
 pub fn iso_ms(ms: i64) -> String {
-    let days = ms.div_euclid(86_400_000);
-    let rest = ms.rem_euclid(86_400_000);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3_600_000,
-        rest / 60_000 % 60,
-        rest / 1000 % 60,
-        rest % 1000
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
     )
 }
 
-/// `text` on one line, at most `max` characters (`…` marks a cut).
+/// `text` on one line, at most `max` display columns (a wide character
+/// takes two; `…` marks a cut).
 pub fn clip(text: &str, max: usize) -> String {
     let one_line: String = text
         .chars()
-        .map(|c| {
-            if c == '\n' || c == '\r' || c == '\t' {
-                ' '
-            } else {
-                c
-            }
+        .map(|c| match c {
+            '\n' | '\r' | '\t' => ' ',
+            c => c,
         })
         .collect();
-    if one_line.chars().count() <= max {
-        return one_line;
-    }
-    let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    console::truncate_str(&one_line, max, "…").into_owned()
 }
 
 /// The value of `key` in object `v`.
@@ -246,13 +242,11 @@ mod tests {
     }
 
     #[test]
-    fn tables_align() {
-        let t = table(
-            &["A", "BB"],
-            &[vec!["xyz".into(), "1".into()]],
-            &[false, true],
-        );
-        assert_eq!(t, vec!["A    BB", "xyz   1"]);
+    fn clips_count_display_columns() {
         assert_eq!(clip("a\nbcdef", 4), "a b…");
+        assert_eq!(clip("abc", 3), "abc");
+        // A wide character takes two columns.
+        assert_eq!(clip("日本語テキスト", 7), "日本語…");
+        assert_eq!(console::measure_text_width(&clip("日本語テキスト", 7)), 7);
     }
 }

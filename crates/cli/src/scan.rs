@@ -1,7 +1,8 @@
 //! Reading a stored log a batch at a time, for the commands that need
 //! only part of it: a session's summary for `list` (its length, open turn
-//! and torn tail) and a range of events for `show`. The whole log is never
-//! held: memory stays that of one batch (or of the range kept).
+//! and torn tail) and a range of events for `show`, handed over as they
+//! are read. The whole log is never held (but for a log the stream leaves
+//! to the whole read): memory stays that of one batch.
 
 use dsh_session::engine::event::{TURN_END, TURN_START};
 use dsh_session::error::Result;
@@ -84,54 +85,126 @@ pub fn summary(
     }))
 }
 
-/// The stored events of `id` with `from <= seq < to`, as values, and
-/// whether a torn tail follows the log (`None` when absent). A `seekable`
-/// backend (SQLite) reads just the range; otherwise the log is streamed
-/// (only the range is kept), or read whole when it cannot be.
+/// Whether a reader of events goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Hand over the next event.
+    Go,
+    /// Stop reading (the reader went away).
+    Stop,
+}
+
+/// What [`range`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranged {
+    /// No session `id`.
+    Absent,
+    /// The range was read; `torn`: a torn tail follows the log.
+    Read {
+        /// A torn tail follows the log.
+        torn: bool,
+    },
+    /// The reader stopped it.
+    Stopped,
+}
+
+/// How many events a seekable read asks for at a time.
+const RANGE_PAGE: u64 = 4096;
+
+/// Hand the stored events of `id` with `from <= seq < to` to `each` in
+/// order, as they are read: a `seekable` backend (SQLite, PostgreSQL)
+/// reads the range a page at a time; otherwise the log streams (events
+/// before the range are passed over) or, when it cannot (a torn or
+/// damaged tail), is read whole and the events not handed over yet
+/// follow. Memory stays that of a batch. `tick` hears how many events
+/// each batch held; `each` may stop the read.
 pub fn range(
     backend: &mut dyn Backend,
     id: &str,
     (from, to): (u64, u64),
     seekable: bool,
     tick: &mut dyn FnMut(u64),
-) -> Result<Option<(Vec<Value>, bool)>> {
+    each: &mut dyn FnMut(u64, Stored) -> Flow,
+) -> Result<Ranged> {
     if seekable && backend.range_reads().is_some() {
         if backend.revision(id)?.is_none() {
-            return Ok(None);
+            return Ok(Ranged::Absent);
         }
         let reads = backend.range_reads().expect("checked above");
-        let events = reads.load_range(id, from, to)?;
-        tick(events.len() as u64);
-        return Ok(Some((
-            events.into_iter().map(Stored::into_value).collect(),
-            false,
-        )));
-    }
-    let mut kept = Vec::new();
-    let mut seq = 0u64;
-    let streamed = match backend.range_reads() {
-        Some(reads) => reads.load_streaming(id, &mut |_, batch| {
-            tick(batch.len() as u64);
-            for e in batch {
-                if (from..to).contains(&seq) {
-                    kept.push(e.into_value());
+        let mut at = from;
+        while at < to {
+            let end = to.min(at.saturating_add(RANGE_PAGE));
+            let page = reads.load_range(id, at, end)?;
+            let n = page.len() as u64;
+            tick(n);
+            for (i, e) in page.into_iter().enumerate() {
+                if each(at + i as u64, e) == Flow::Stop {
+                    return Ok(Ranged::Stopped);
                 }
-                seq += 1;
             }
-            Ok(())
-        })?,
+            if n < end - at {
+                break;
+            }
+            at = end;
+        }
+        return Ok(Ranged::Read { torn: false });
+    }
+    // The next seq of the log; `stopped`: `each` asked to stop.
+    let mut seq = 0u64;
+    let mut stopped = false;
+    let streamed = match backend.range_reads() {
+        Some(reads) => {
+            let r = reads.load_streaming(id, &mut |_, batch| {
+                tick(batch.len() as u64);
+                for e in batch {
+                    let at = seq;
+                    seq += 1;
+                    if at >= to {
+                        break;
+                    }
+                    if at >= from && each(at, e) == Flow::Stop {
+                        stopped = true;
+                        break;
+                    }
+                }
+                if stopped || seq >= to {
+                    // Nothing more is wanted: end the read here.
+                    stopped = true;
+                    return Err(dsh_session::error::Error::new(
+                        dsh_session::error::Status::Ok,
+                        dsh_session::Rule::OpenNotStreamable,
+                        "the range is read",
+                    ));
+                }
+                Ok(())
+            });
+            match r {
+                Err(_) if stopped && seq >= to => return Ok(Ranged::Read { torn: false }),
+                Err(_) if stopped => return Ok(Ranged::Stopped),
+                r => r?,
+            }
+        }
         None => None,
     };
     if streamed.is_some() {
-        return Ok(Some((kept, false)));
+        return Ok(Ranged::Read { torn: false });
     }
+    // The whole read: the events from where the stream stopped.
     let Some(loaded) = backend.load(id)? else {
-        return Ok(None);
+        return Ok(Ranged::Absent);
     };
-    tick(loaded.events.len() as u64);
     let torn = loaded.torn.is_some();
     let len = loaded.events.len() as u64;
-    let (a, b) = (from.min(len) as usize, to.min(len) as usize);
-    let values = loaded.events[a..b].iter().map(Stored::to_value).collect();
-    Ok(Some((values, torn)))
+    tick(len.saturating_sub(seq));
+    let start = from.max(seq);
+    for (i, e) in loaded.events.into_iter().enumerate() {
+        let at = i as u64;
+        if at < start {
+            continue;
+        }
+        if at >= to || each(at, e) == Flow::Stop {
+            break;
+        }
+    }
+    Ok(Ranged::Read { torn })
 }

@@ -5,9 +5,10 @@
 use std::time::Instant;
 
 use super::args::{ConvertArgs, ForkArgs, RepairArgs};
-use super::output::{get, plain, table, Out};
+use super::output::{get, plain, Out};
 use super::progress;
 use super::read::Opened;
+use super::table::Table;
 use super::target::{Given, Side};
 use super::{CliError, Ctx, Target, EXIT_FAILED, EXIT_OK};
 use dsh_session::engine::Event;
@@ -320,12 +321,10 @@ pub fn convert(ctx: Ctx, a: &ConvertArgs) -> Result<u8, CliError> {
         dst_t.describe(),
         started.elapsed().as_secs_f64()
     ));
-    let rows: Vec<Vec<String>> = done
-        .iter()
-        .map(|(id, n)| vec![id.clone(), n.to_string()])
-        .collect();
-    for line in table(&["ID", "EVENTS"], &rows, &[false, true]) {
-        out.line(&format!("  {line}"));
+    let mut table = Table::new(ctx, &["ID", "EVENTS"], &[false, true]).indent("  ");
+    for (id, n) in &done {
+        table.push(&mut out, vec![id.clone(), n.to_string()]);
     }
+    table.finish(&mut out);
     Ok(EXIT_OK)
 }

@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 use crate::json::Value;
 use crate::rule::Rule;
 
+/// How many derived messages [`Session::visit_derived`] holds at once.
+const DERIVE_PAGE: usize = 512;
+
 impl Session {
     /// Project the surface nodes the derive cache has not seen yet.
     fn update_derive(&mut self) -> Result<()> {
@@ -116,6 +119,48 @@ impl Session {
             reset,
             messages: self.messages_json(messages.iter_from(from))?,
         })
+    }
+
+    /// Call `f(seq, text)` with the event seq and the JSON text of every
+    /// derived message, in list order, without building the list: the
+    /// messages are taken a page at a time, evicted events read back a
+    /// chunk at a time, so only one page of message text is held however
+    /// long the list (for a caller that prints messages as they come).
+    /// `f` returns false to stop early. The same messages, in the same
+    /// order, as [`Session::derive_json`].
+    pub fn visit_derived(&mut self, mut f: impl FnMut(u64, &str) -> bool) -> Result<()> {
+        self.update_derive()?;
+        let messages = self.derive.messages();
+        let view = self.view();
+        let mut all = messages.iter().peekable();
+        let mut page: Vec<Message> = Vec::with_capacity(DERIVE_PAGE);
+        let mut texts: Vec<Option<String>> = Vec::with_capacity(DERIVE_PAGE);
+        while all.peek().is_some() {
+            page.clear();
+            page.extend(all.by_ref().take(DERIVE_PAGE).copied());
+            texts.clear();
+            texts.resize(page.len(), None);
+            let seqs: Vec<u64> = page.iter().map(|m| m.seq).collect();
+            view.visit_seqs(&seqs, |i, e| {
+                texts[i] = Some(page[i].text_in(e.text()).to_string());
+            })?;
+            for (m, text) in page.iter().zip(&texts) {
+                let text = text.as_deref().ok_or_else(|| {
+                    Error::new(
+                        crate::error::Status::Internal,
+                        Rule::WindowMessageText,
+                        format!(
+                            "the event of a derived message (seq {}) was not read",
+                            m.seq
+                        ),
+                    )
+                })?;
+                if !f(m.seq, text) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The derived messages (positions in the log's events).

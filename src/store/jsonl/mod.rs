@@ -39,7 +39,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::backend::{
-    slice_of, Backend, Batch, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn,
+    slice_of, Backend, Batch, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored,
+    Streamed, Torn,
 };
 use super::writer::Hurry;
 use crate::engine::Event;
@@ -116,6 +117,9 @@ pub struct JsonlBackend {
     /// Logs whose small frames are due to be merged (see [`compact`]),
     /// by session directory name: done when the writer is idle.
     merges_due: HashSet<String>,
+    /// Bytes of the log file the current streaming read has read (see
+    /// [`RangeReads::progress`]).
+    streamed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl JsonlBackend {
@@ -177,6 +181,7 @@ impl JsonlBackend {
             hurry: None,
             half_published: HashMap::new(),
             merges_due: HashSet::new(),
+            streamed: Arc::default(),
         }
     }
 
@@ -518,7 +523,7 @@ impl RangeReads for JsonlBackend {
         let end = stream::stream_log(
             &path,
             self.compression,
-            self.reading,
+            (self.reading, &self.streamed),
             |h| self.check_identity(Some(id), h, &path),
             &mut counted,
         )?;
@@ -554,6 +559,18 @@ impl RangeReads for JsonlBackend {
         }
         // No resync point known: read the whole log (which records them).
         Ok(slice_of(self.load(id)?, from, to))
+    }
+
+    fn progress(&mut self, id: &str) -> Option<ReadProgress> {
+        let segment = encode_segment(&JsString::from_str(id)).ok()?;
+        let path = layout::find_log(&self.root, &segment, self.compression).ok()??;
+        let total = std::fs::metadata(path).ok()?.len();
+        self.streamed.store(0, std::sync::atomic::Ordering::Relaxed);
+        Some(ReadProgress {
+            unit: ProgressUnit::Bytes,
+            total,
+            done: self.streamed.clone(),
+        })
     }
 }
 

@@ -5,6 +5,7 @@
 //! whole log the usual way, which reports exactly what is wrong.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::faults::{self, Point};
 use super::header::{read_header, Mode};
@@ -77,11 +78,12 @@ enum Msg {
 ///
 /// Two threads: a reading one reads the file and decodes its frames
 /// while this one scans the text and hands the events on, so the read
-/// of a zstd log keeps both cores busy.
+/// of a zstd log keeps both cores busy. `streamed` follows how many bytes
+/// of the file were read (for a progress display).
 pub fn stream_log(
     path: &Path,
     compression: Compression,
-    reading: Reading,
+    (reading, streamed): (Reading, &AtomicU64),
     check: impl FnOnce(&Value) -> Result<()>,
     sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
 ) -> Result<Option<StreamEnd>> {
@@ -98,7 +100,7 @@ pub fn stream_log(
     let scanned = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(2);
         scope.spawn(move || {
-            let end = match produce(file, path, compression, &tx) {
+            let end = match produce(file, path, compression, &tx, streamed) {
                 Ok(Some(clean)) => Msg::End(clean),
                 Ok(None) => Msg::Unclean,
                 Err(e) => Msg::Failed(e),
@@ -193,6 +195,7 @@ fn produce(
     path: &Path,
     compression: Compression,
     tx: &std::sync::mpsc::SyncSender<Msg>,
+    streamed: &AtomicU64,
 ) -> Result<Option<bool>> {
     let send = |m: Msg| tx.send(m).is_ok();
     let mut block = vec![0u8; READ_BLOCK];
@@ -280,6 +283,7 @@ fn produce(
                     let Ok(ended) = decoder.decode(&mut input, &mut plain, 0) else {
                         return Ok(None);
                     };
+                    streamed.store(at + (used + input.pos()) as u64, Ordering::Relaxed);
                     full = plain.len() == plain.capacity();
                     // A small piece (a frame of one step) goes as a copy, a
                     // large one as the buffer itself.
@@ -298,6 +302,7 @@ fn produce(
         }
         pending.drain(..used);
         at += used as u64;
+        streamed.store(at, Ordering::Relaxed);
         if eof {
             if let Some(m) = mark {
                 if !send(Msg::Mark(m)) {

@@ -45,7 +45,8 @@ use self::client::{Db, Tx};
 use self::conn::{pg_err, Sql, CONNECT_TIMEOUT};
 use self::rows::Prepared;
 use super::backend::{
-    header_id, Backend, Batch, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn,
+    header_id, Backend, Batch, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress,
+    Stored, Streamed, Torn,
 };
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
@@ -93,6 +94,9 @@ pub struct PostgresBackend {
     suspect: HashSet<String>,
     /// The incarnation a creation that failed used, for its retry.
     retry_incarnation: HashMap<String, String>,
+    /// Events the current streaming read handed on (see
+    /// [`RangeReads::progress`]).
+    streamed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +160,7 @@ impl PostgresBackend {
             known: HashMap::new(),
             suspect: HashSet::new(),
             retry_incarnation: HashMap::new(),
+            streamed: Arc::default(),
         };
         backend.client()?;
         Ok(backend)
@@ -384,6 +389,8 @@ impl Backend for PostgresBackend {
     }
 
     fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
+        let streamed = self.streamed.clone();
+        streamed.store(0, std::sync::atomic::Ordering::Relaxed);
         let r = self.client().and_then(|(c, p)| {
             let mut tx = snapshot(c)?;
             let Some(session) = rows::select_session(&mut tx, p, id)? else {
@@ -517,12 +524,15 @@ impl RangeReads for PostgresBackend {
         id: &str,
         sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
     ) -> Result<Option<Streamed>> {
+        let streamed = self.streamed.clone();
+        streamed.store(0, std::sync::atomic::Ordering::Relaxed);
         let r = self.client().and_then(|(c, p)| {
             let mut tx = snapshot(c)?;
             let Some(session) = rows::select_session(&mut tx, p, id)? else {
                 return Ok(None);
             };
             rows::stream_log(&mut tx, p, id, session.next_seq, STREAM_BATCH, |b| {
+                streamed.fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 sink(&session.header, b)
             })?;
             tx.commit().map_err(pg_err)?;
@@ -542,6 +552,19 @@ impl RangeReads for PostgresBackend {
             .client()
             .and_then(|(c, p)| rows::select_range(c, p, id, from, to));
         self.check(r)
+    }
+
+    fn progress(&mut self, id: &str) -> Option<ReadProgress> {
+        let r = self
+            .client()
+            .and_then(|(c, p)| rows::select_session(c, p, id));
+        let session = self.check(r).ok()??;
+        self.streamed.store(0, std::sync::atomic::Ordering::Relaxed);
+        Some(ReadProgress {
+            unit: ProgressUnit::Events,
+            total: session.next_seq,
+            done: self.streamed.clone(),
+        })
     }
 }
 

@@ -64,7 +64,8 @@ use self::rows::Wtf8;
 use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
 use super::backend::{
-    Backend, Batch, Cut, Listed, Loaded, RangeReads, Stored, Streamed, Torn, TornKind,
+    Backend, Batch, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored, Streamed,
+    Torn, TornKind,
 };
 use super::chunk_rows::Record;
 use super::writer::Hurry;
@@ -96,6 +97,9 @@ pub struct SqliteBackend {
     /// `PRAGMA data_version` is the one kept with them (no other
     /// connection committed since): a write then need not read the tail.
     tails: (Option<i64>, HashMap<Vec<u8>, u64>),
+    /// Events the current streaming read handed on (see
+    /// [`RangeReads::progress`]).
+    streamed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Where a session's stored log stands, as the last load found it or the
@@ -178,6 +182,7 @@ impl SqliteBackend {
             hurry: None,
             last_scan: None,
             tails: (None, HashMap::new()),
+            streamed: Arc::default(),
         };
         backend.conn.busy_timeout(busy).map_err(sql_err)?;
         backend.conn.set_prepared_statement_cache_capacity(32);
@@ -232,6 +237,7 @@ impl SqliteBackend {
             hurry: None,
             last_scan: None,
             tails: (None, HashMap::new()),
+            streamed: Arc::default(),
         })
     }
 
@@ -515,7 +521,15 @@ impl RangeReads for SqliteBackend {
         id: &str,
         sink: &mut dyn FnMut(&Value, Vec<Stored>) -> Result<()>,
     ) -> Result<Option<Streamed>> {
-        let Some((session, next, data_version)) = stream::stream(&mut self.conn, id, sink)? else {
+        let streamed = self.streamed.clone();
+        streamed.store(0, std::sync::atomic::Ordering::Relaxed);
+        let mut counted = |h: &Value, batch: Vec<Stored>| {
+            let n = batch.len() as u64;
+            streamed.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            sink(h, batch)
+        };
+        let streaming = stream::stream(&mut self.conn, id, &mut counted)?;
+        let Some((session, next, data_version)) = streaming else {
             return Ok(None);
         };
         self.read_done(LastScan {
@@ -532,5 +546,22 @@ impl RangeReads for SqliteBackend {
 
     fn load_range(&mut self, id: &str, from: u64, to: u64) -> Result<Vec<Stored>> {
         load::load_range(&self.conn, id, from, to)
+    }
+
+    fn progress(&mut self, id: &str) -> Option<ReadProgress> {
+        let last: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT max(seq) FROM events WHERE session_id = ?1",
+                [Wtf8(id.as_bytes())],
+                |r| r.get(0),
+            )
+            .ok()?;
+        self.streamed.store(0, std::sync::atomic::Ordering::Relaxed);
+        Some(ReadProgress {
+            unit: ProgressUnit::Events,
+            total: u64::try_from(last?).ok()? + 1,
+            done: self.streamed.clone(),
+        })
     }
 }
