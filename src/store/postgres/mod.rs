@@ -45,8 +45,8 @@ use self::client::{Db, Tx};
 use self::conn::{pg_err, Sql, CONNECT_TIMEOUT};
 use self::rows::Prepared;
 use super::backend::{
-    header_id, Backend, Batch, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress,
-    Stored, Streamed, Torn,
+    header_id, Backend, Batch, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored,
+    Streamed, Torn,
 };
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
