@@ -16,7 +16,7 @@ use crate::store::backend::Batch;
 
 /// Threads that write logs at once, at most (beyond it a thread writes
 /// several logs, one after another).
-const MAX_THREADS: usize = 16;
+const MAX_THREADS: usize = 64;
 
 impl JsonlBackend {
     /// [`crate::store::Backend::write`]: new logs are published one at a

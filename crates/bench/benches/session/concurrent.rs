@@ -60,9 +60,14 @@ fn steps_per_sec(n: usize, span: Duration, step: impl Fn(usize, usize) + Sync) -
     done.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
 }
 
-/// The events of step `k` (the stream read in order, wrapping).
+/// The events of step `k`: the stream read in order (a session's log must
+/// follow it: its compactions name earlier seqs).
 fn step_events(events: &[Ev], k: usize) -> &[Ev] {
-    let from = (k * STEP) % (events.len() - STEP);
+    let from = k * STEP;
+    assert!(
+        from + STEP <= events.len(),
+        "the stream is too short for the span"
+    );
     &events[from..from + STEP]
 }
 
@@ -94,9 +99,14 @@ fn library(cx: &Ctx, backend: &str, compression: &str, n: usize, quick: bool) ->
     if backend == "jsonl" {
         config["compression"] = json!(compression);
     }
+    if backend == "postgres" {
+        let url = std::env::var("DSH_BENCH_POSTGRES_URL").unwrap_or_default();
+        let schema = format!("concurrent_{}_{n}", std::process::id());
+        config = json!({ "backend": "postgres", "url": url, "schema": schema });
+    }
     let store = Store::open(&config.to_string());
     // The stream's first events open a session (its turn and messages).
-    let events = &cx.stream.events[..4_000];
+    let events = &cx.stream.events[..];
     let sessions: Vec<_> = (0..n).map(|i| store.create(&format!("c{i}"))).collect();
     let rate = steps_per_sec(n, span(quick), |t, k| {
         let mut out = Buf::new();
@@ -118,7 +128,7 @@ fn own_files(cx: &Ctx, n: usize, quick: bool) -> f64 {
     let files: Vec<_> = (0..n)
         .map(|i| std::sync::Mutex::new(std::fs::File::create(dir.join(format!("f{i}"))).unwrap()))
         .collect();
-    let events = &cx.stream.events[..4_000];
+    let events = &cx.stream.events[..];
     let rate = steps_per_sec(n, span(quick), |t, k| {
         let mut f = files[t].lock().unwrap();
         f.write_all(&step_bytes(events, k)).unwrap();
@@ -133,7 +143,7 @@ fn own_files(cx: &Ctx, n: usize, quick: bool) -> f64 {
 fn group_file(cx: &Ctx, n: usize, quick: bool) -> f64 {
     let path = cx.tmp.0.join(format!("concurrent-group-{n}"));
     let mut f = std::fs::File::create(&path).unwrap();
-    let events = &cx.stream.events[..4_000];
+    let events = &cx.stream.events[..];
     let (t0, mut steps, mut k) = (Instant::now(), 0u64, 0);
     while t0.elapsed() < span(quick) {
         for _ in 0..n {
@@ -176,7 +186,7 @@ fn sqlite_session(cx: &Ctx, n: usize, quick: bool) -> f64 {
             std::sync::Mutex::new(c)
         })
         .collect();
-    let events = &cx.stream.events[..4_000];
+    let events = &cx.stream.events[..];
     let rate = steps_per_sec(n, span(quick), |t, k| {
         let mut c = conns[t].lock().unwrap();
         let tx = c
@@ -210,11 +220,17 @@ pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<Strin
         let group = group_file(cx, n, quick);
         let peer = sqlite_session(cx, n, quick);
         let mut fig = json!({ "ownFiles": files, "groupFile": group, "sqliteSession": peer });
-        for (name, backend, compression) in [
+        let postgres = std::env::var_os("DSH_BENCH_POSTGRES_URL").is_some();
+        let backends = [
             ("sqlite", "sqlite", ""),
             ("jsonl-raw", "jsonl", "none"),
             ("jsonl-zstd", "jsonl", "zstd"),
-        ] {
+            ("postgres", "postgres", ""),
+        ];
+        for (name, backend, compression) in backends {
+            if backend == "postgres" && !postgres {
+                continue;
+            }
             let ours = library(cx, backend, compression, n, quick);
             fig[name] = json!(ours);
             if n == 1 {
@@ -234,6 +250,10 @@ pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<Strin
             ));
             r = match n {
                 1 => r.target("(reference for N > 1)", true),
+                _ if name == "postgres" => {
+                    let single = at_one.get(name).and_then(Value::as_f64).unwrap_or(0.0);
+                    r.target("≥ N = 1 (a server's commits)", ours >= single)
+                }
                 _ => {
                     let single = at_one.get(name).and_then(Value::as_f64).unwrap_or(0.0);
                     let mut pass = ours >= 0.5 * files && ours >= single;
