@@ -80,7 +80,7 @@ cmake --install "$build" --prefix "$stage/$name" >/dev/null
 archive=$dist/$name.tar.gz
 echo "==> dist: writing $archive"
 # GNU tar (Linux) takes the reproducibility options; bsdtar (macOS) does not.
-if tar --version 2>/dev/null | grep -q 'GNU tar'; then
+if [[ $(tar --version 2>/dev/null) == *'GNU tar'* ]]; then
     tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
         --format=gnu -cf - "$name" | gzip -9n >"$archive.tmp"
 else

@@ -232,7 +232,14 @@ for exe in consumer_shared consumer_static consumer_cxx pc_shared pc_static; do
     echo "windows: wine $exe.exe: $out"
     run=$((run + 1))
 done
-imports() { x86_64-w64-mingw32-objdump -p "$cm/consumer/$1.exe" | grep -qi "DLL Name: dsh_session.dll"; }
+# The import table is read whole before grep looks at it: under pipefail,
+# `objdump | grep -q` fails when grep stops early and objdump gets SIGPIPE.
+imports() {
+    local table
+    table=$(x86_64-w64-mingw32-objdump -p "$cm/consumer/$1.exe") ||
+        { echo "windows: FAILED: objdump -p $1.exe" >&2; exit 1; }
+    grep -qi "DLL Name: dsh_session.dll" <<<"$table"
+}
 if ! imports consumer_shared || ! imports pc_shared || imports consumer_static || imports pc_static; then
     echo "windows: FAILED: the shared consumers must import dsh_session.dll, the static ones not" >&2
     exit 1
