@@ -220,6 +220,7 @@ rules! {
     StoreDeleteLive = "store.delete-live",
     InternalPanic = "internal.panic",
     InternalUntracked = "internal.untracked",
+    InternalNoResult = "internal.no-result",
     InternalRepairCloser = "internal.repair-closer",
     QuarantineFull = "quarantine.full",
     OpenNotStreamable = "open.not-streamable",

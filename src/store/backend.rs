@@ -62,6 +62,16 @@ pub struct Batch<'a> {
     pub fork: Option<(&'a str, u64)>,
 }
 
+/// The part of a write that runs without its backend (see
+/// [`Backend::prepare_write`]): it owns what it writes (file handles,
+/// events) and touches no backend state.
+pub trait Detached: Send {
+    /// Write and sync.
+    fn run(&mut self);
+    /// The write as `Any`, for its backend's [`Backend::finish_write`].
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
 /// A torn tail found by a read, to be cut by [`Backend::commit_repair`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Torn {
@@ -280,6 +290,35 @@ pub trait Backend: Send {
     /// batch stores nothing of itself and leaves the others' results as
     /// they are; a result is `Ok` only once its batch is durable.
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>>;
+
+    /// Whether [`Backend::prepare_write`] detaches writes, so the writer
+    /// may run several rounds (of different sessions) at once. The
+    /// default: no, rounds run one at a time.
+    fn detaches_writes(&self) -> bool {
+        false
+    }
+
+    /// For a backend whose writes of different sessions do not need it
+    /// while they run (a log file each): the part of the write of
+    /// `batches` that does need it (checks, opening the files), and the
+    /// rest as a [`Detached`] write that runs without the backend, so the
+    /// writes and syncs of several rounds overlap. The backend finishes it
+    /// with [`Backend::finish_write`]. `None`, the default, has the batches
+    /// written by [`Backend::write`], the backend held throughout.
+    fn prepare_write(&mut self, batches: &[Batch<'_>]) -> Option<Box<dyn Detached>> {
+        let _ = batches;
+        None
+    }
+
+    /// Record what a [`Detached`] write from [`Backend::prepare_write`]
+    /// did, after its [`Detached::run`]: one result per batch, as
+    /// [`Backend::write`] gives them.
+    /// The default, for a backend that detaches nothing, gives no result
+    /// (the writer counts a batch without one as failed).
+    fn finish_write(&mut self, detached: Box<dyn Detached>) -> Vec<Result<()>> {
+        let _ = detached;
+        Vec::new()
+    }
 
     /// [`Backend::write`] of one batch of `events` for the session
     /// `header` describes (with `materialize`, its log is created).

@@ -33,6 +33,8 @@ pub mod stream_read;
 mod tests_group;
 #[cfg(test)]
 mod tests_handles;
+#[cfg(all(test, feature = "jsonl"))]
+mod tests_overlap;
 pub mod uuid;
 pub mod verify;
 pub mod window;
@@ -42,8 +44,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{
-    Backend, Batch, Cut, Events, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored,
-    Torn, TornKind,
+    Backend, Batch, Cut, Detached, Events, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress,
+    Stored, Torn, TornKind,
 };
 pub use config::{
     check_batch_window, check_schema_name, check_session_id, check_statement_timeout, Access,

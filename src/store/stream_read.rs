@@ -167,5 +167,6 @@ pub fn read_progress(backend: &SharedBackend, id: &str) -> Option<ReadProgress> 
     lock_backend(backend).range_reads()?.progress(id)
 }
 
-#[cfg(test)]
+// The tests read the same sessions through SQLite and JSONL.
+#[cfg(all(test, feature = "sqlite", feature = "jsonl"))]
 mod tests;

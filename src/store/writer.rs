@@ -4,10 +4,15 @@
 //! barrier. A failed write keeps its events (in order) for the next try and
 //! pauses automatic writing until the next append or flush.
 //!
-//! When the writer is between rounds, a flush writes its session's events
+//! When the writer may start a round, a flush writes its session's events
 //! on the flushing thread itself (waking the writer and waiting for its
 //! answer would add two thread hand-offs to the barrier); otherwise it
-//! waits for the round in progress. Rounds never overlap (`State::busy`).
+//! waits for the round in progress. A round takes the batch of every
+//! session with one (a group commit). On a backend that detaches its
+//! writes ([`Backend::detaches_writes`]: a log file per session), rounds
+//! overlap, up to [`MAX_ROUNDS`], and a flush's round takes its own
+//! session only (a session is in one round at a time, so its batches stay
+//! in order); elsewhere one round runs at a time.
 //!
 //! Appends never wait for the disk: the append path only takes the queue
 //! lock to push `Arc`s. The writer holds that lock just long enough to take
@@ -58,6 +63,10 @@ pub const HIGH_WATER_EVENTS: usize = 100_000;
 /// waits for the writer's next round.
 pub const HIGH_WATER_BYTES: usize = 512 << 20;
 
+/// Rounds in flight at once, at most, on a backend that detaches its
+/// writes.
+pub const MAX_ROUNDS: usize = 64;
+
 /// The backend, shared by the writer thread and the store's reads.
 pub type SharedBackend = Arc<Mutex<Box<dyn Backend>>>;
 
@@ -83,10 +92,17 @@ struct State {
     urgent: bool,
     paused: bool,
     stop: bool,
-    busy: bool,
+    /// Rounds in flight.
+    rounds: usize,
     /// Threads waiting on [`Shared::done`]: a notify without one would
     /// still cost a system call on every synchronous write.
     done_waiters: usize,
+    /// Flushing threads waiting for a round to end so that they may start
+    /// one (their own sessions are in no round): woken by the end of any
+    /// round. A flush whose session is in a round waits in its
+    /// [`Pending::waiters`] instead, so that with many sessions a round's
+    /// end wakes only the threads it concerns.
+    slot_waiters: Vec<std::thread::Thread>,
     /// The backend has upkeep for the writer's next idle moment
     /// ([`Backend::has_upkeep`]), due by this time at the latest.
     upkeep: Option<Instant>,
@@ -115,6 +131,11 @@ impl State {
             self.deadline = Some(Instant::now() + shared.window);
             shared.wake.notify_all();
         }
+    }
+
+    /// Whether another round may start now.
+    fn can_start(&self, shared: &Shared) -> bool {
+        self.rounds == 0 || (shared.overlap && self.rounds < MAX_ROUNDS)
     }
 
     /// Whether a round would write something for `only` (or for any
@@ -151,6 +172,8 @@ struct Shared {
     backend: SharedBackend,
     window: Duration,
     hurry: Arc<Hurry>,
+    /// The backend detaches its writes: rounds may overlap.
+    overlap: bool,
 }
 
 impl Shared {
@@ -203,6 +226,7 @@ impl Writer {
         limits: Limits,
         hurry: Arc<Hurry>,
     ) -> Writer {
+        let overlap = lock_backend(&backend).detaches_writes();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 sessions: HashMap::new(),
@@ -214,8 +238,9 @@ impl Writer {
                 urgent: false,
                 paused: false,
                 stop: false,
-                busy: false,
+                rounds: 0,
                 done_waiters: 0,
+                slot_waiters: Vec::new(),
                 upkeep: None,
             }),
             limits,
@@ -224,6 +249,7 @@ impl Writer {
             backend,
             window: Duration::from_millis(window_ms),
             hurry,
+            overlap,
         });
         let thread = (window_ms > 0).then(|| {
             let shared = shared.clone();
@@ -261,9 +287,17 @@ impl Writer {
     /// to write for it, the backend may release what it holds for it.
     pub fn forget(&self, id: &str) {
         let mut st = self.shared.lock();
-        if st.sessions.get(id).is_none_or(Pending::is_empty) {
-            st.sessions.remove(id);
+        if st
+            .sessions
+            .get(id)
+            .is_none_or(|p| p.is_empty() && !p.in_flight)
+        {
+            let removed = st.sessions.remove(id);
             drop(st);
+            removed
+                .into_iter()
+                .flat_map(|p| p.waiters)
+                .for_each(|t| t.unpark());
             // A round writing its last batch holds the backend until done.
             lock_backend(&self.shared.backend).release(id);
         }
@@ -278,7 +312,9 @@ impl Writer {
             st.unqueued(p.queued(), p.queued_bytes(), p.windowed);
         }
         drop(st);
-        drop(removed);
+        if let Some(p) = removed {
+            p.waiters.iter().for_each(std::thread::Thread::unpark);
+        }
     }
 
     /// Refuse early when the backlog is above the high-water mark (see the
@@ -356,7 +392,7 @@ impl Writer {
     /// (the caller undoes the append).
     fn write_now(&self, id: &str, events: Events<'_>) -> Result<()> {
         let mut st = self.shared.lock();
-        while st.busy {
+        while st.rounds > 0 {
             st = self.shared.wait_done(st);
         }
         let p = st.session(id);
@@ -369,7 +405,7 @@ impl Writer {
                 format!("session \"{id}\" is not tracked"),
             ));
         };
-        st.busy = true;
+        st.rounds += 1;
         drop(st);
         let result = match events {
             Events::Slice(events) => check_continues(id, next_seq, events),
@@ -388,13 +424,11 @@ impl Writer {
                     .map(|(parent, prefix)| (&**parent, *prefix)),
             };
             let mut backend = lock_backend(&self.shared.backend);
-            backend
-                .write(std::slice::from_ref(&batch))
-                .pop()
-                .unwrap_or(Ok(()))
+            let result = backend.write(std::slice::from_ref(&batch)).pop();
+            result.unwrap_or_else(|| Err(round::no_result()))
         });
         let mut st = self.shared.lock();
-        st.busy = false;
+        st.rounds -= 1;
         if result.is_ok() {
             let p = st.session(id);
             p.materialized = true;
@@ -423,6 +457,21 @@ impl Writer {
         self.barrier(None)
     }
 
+    /// The sessions a round run by a flush of `only` takes. Where rounds
+    /// share one durable write (one transaction), every session's batch,
+    /// so the flushes waiting meanwhile are served by it (a group
+    /// commit). Where they overlap (a file per session), only the flushed
+    /// session's: each flushing thread writes and syncs its own log, as
+    /// many at once as there are flushes, and no thread waits for another
+    /// session's sync or spawns threads for it.
+    fn round_scope<'a>(&self, only: Option<&'a str>) -> Option<&'a str> {
+        if self.shared.overlap {
+            only
+        } else {
+            None
+        }
+    }
+
     fn barrier(&self, only: Option<&str>) -> Result<()> {
         if self.thread.is_none() {
             // No background thread: write on the caller's thread.
@@ -430,7 +479,7 @@ impl Writer {
             // thread writes.
             loop {
                 let mut st = self.shared.lock();
-                while st.busy {
+                while st.rounds > 0 {
                     st = self.shared.wait_done(st);
                 }
                 if !st.writable(only) {
@@ -479,21 +528,33 @@ impl Writer {
                 hurry = Some(self.shared.hurry.enter());
             }
             st.paused = false;
-            if !st.busy && st.writable(only) {
-                // The writer is between rounds: write here. Waking it and
+            if st.can_start(&self.shared) && st.writable(only) {
+                // The writer may start a round: write here. Waking it and
                 // waiting for its answer costs two thread hand-offs, which
-                // on a loaded machine are a good part of a flush. The round
-                // takes every session's batch, not only this one's: the
-                // flushes waiting for it meanwhile are served by the same
-                // durable write (a group commit). A round is bounded, so a
-                // long backlog takes several.
-                let _ = write_round(&self.shared, st, None);
+                // on a loaded machine are a good part of a flush. What the
+                // round takes: `round_scope`. A round is bounded, so a long
+                // backlog takes several.
+                let _ = write_round(&self.shared, st, self.round_scope(only));
                 st = self.shared.lock();
                 continue;
             }
             st.urgent = true;
             self.shared.wake.notify_all();
-            st = self.shared.wait_done(st);
+            st = match only.and_then(|id| st.sessions.get(id)) {
+                // Woken by the end of the round that concerns it only
+                // (`park` returns at once if that came first).
+                Some(p) => {
+                    let current = std::thread::current();
+                    match p.in_flight {
+                        true => st.session(only.unwrap_or_default()).waiters.push(current),
+                        false => st.slot_waiters.push(current),
+                    }
+                    drop(st);
+                    std::thread::park();
+                    self.shared.lock()
+                }
+                None => self.shared.wait_done(st),
+            };
         }
     }
 }

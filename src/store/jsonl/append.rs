@@ -111,7 +111,7 @@ impl JsonlBackend {
     ) -> Result<()> {
         let mut job = self.prepare_append(segment, header, events)?;
         self.scratch.set_workers(self.workers());
-        job.run(self.compression, &mut self.scratch);
+        job.run(&mut self.scratch);
         self.finish_append(job)
     }
 
@@ -119,12 +119,12 @@ impl JsonlBackend {
     /// its write, done on this backend's state: the seqs checked, the log
     /// open, a directory entry a merge left unsynced made durable. The
     /// open file moves into the job.
-    pub(super) fn prepare_append<'e>(
+    pub(super) fn prepare_append(
         &mut self,
         segment: &str,
         header: &Value,
-        events: &'e [Arc<Event>],
-    ) -> Result<AppendJob<'e>> {
+        events: &[Arc<Event>],
+    ) -> Result<AppendJob> {
         let id = layout::header_js_id(header).to_string_lossy();
         let state = self.state(segment, header)?;
         check_contiguous(&id, state.next.unwrap_or(events[0].seq), events)?;
@@ -150,12 +150,14 @@ impl JsonlBackend {
             }
             state.dir_unsynced = false;
         }
+        state.in_flight = true;
         Ok(AppendJob {
             segment: segment.to_string(),
             file: state.file.take().expect("opened above"),
             path: state.path.clone(),
             rollback: state.rollback.take(),
-            events,
+            events: events.to_vec(),
+            compression: self.compression,
             lengths: (None, None),
             result: Ok(()),
         })
@@ -164,11 +166,13 @@ impl JsonlBackend {
     /// Record what the append `job` did on this backend's state: the log
     /// continues after its events, or (after a failure) is opened again
     /// by the next write, which first finishes a rollback that failed.
-    pub(super) fn finish_append(&mut self, job: AppendJob<'_>) -> Result<()> {
+    pub(super) fn finish_append(&mut self, job: AppendJob) -> Result<()> {
         let compression = self.compression;
         let Some(state) = self.logs.get_mut(&job.segment) else {
+            // Kept while in flight (`remember`); only a delete drops it.
             return job.result;
         };
+        state.in_flight = false;
         state.rollback = job.rollback;
         match &job.result {
             Ok(()) => {
@@ -193,29 +197,31 @@ impl JsonlBackend {
 /// One append to an existing log, between [`JsonlBackend::prepare_append`]
 /// and [`JsonlBackend::finish_append`]: [`AppendJob::run`] needs nothing of
 /// the backend but a scratch, so the appends of several sessions run on
-/// threads of their own and their syncs overlap.
-pub(super) struct AppendJob<'e> {
+/// threads of their own and their syncs overlap, without the backend.
+pub(super) struct AppendJob {
     segment: String,
     file: File,
     path: PathBuf,
     rollback: Option<u64>,
-    events: &'e [Arc<Event>],
+    events: Vec<Arc<Event>>,
+    compression: Compression,
     /// The log's length before and after the write (zstd: what a merge
     /// may take).
     lengths: (Option<u64>, Option<u64>),
     result: Result<()>,
 }
 
-impl AppendJob<'_> {
+impl AppendJob {
     /// Write the batch and sync it (or cut a failed write back off).
-    pub(super) fn run(&mut self, compression: Compression, scratch: &mut batch::Scratch) {
+    pub(super) fn run(&mut self, scratch: &mut batch::Scratch) {
+        let compression = self.compression;
         let len = |file: &File| {
             let zstd = compression == Compression::Zstd;
             zstd.then(|| file.metadata().map(|m| m.len()).ok())
                 .flatten()
         };
         let before = len(&self.file);
-        let events = self.events;
+        let events = &self.events;
         let write = |file: &File| batch::write_batch(file, events, compression, scratch);
         self.result = fsio::append_durable(&self.file, &self.path, &mut self.rollback, write);
         self.lengths = (before, len(&self.file));

@@ -371,6 +371,11 @@ impl super::JsonlBackend {
         let Some(state) = self.logs.get_mut(segment) else {
             return;
         };
+        if state.in_flight {
+            // Its append runs detached: merged at the next idle moment.
+            self.merges_due.insert(segment.to_string());
+            return;
+        }
         if state.rollback.is_some() || state.dir_unsynced {
             return;
         }

@@ -242,9 +242,13 @@ pub fn append_durable(
         .metadata()
         .map_err(|e| io_error(Rule::IoStat, path, &e))?
         .len();
+    // fdatasync: the appended bytes and the new length (what a read of
+    // them needs) are made durable; the modification time is not waited
+    // for. (On Apple platforms the standard library issues F_FULLFSYNC
+    // for it, on Windows FlushFileBuffers, as for a full sync.)
     let written = write(file)
         .and_then(|()| faults::hit(Point::AppendSync, path))
-        .and_then(|()| file.sync_all());
+        .and_then(|()| file.sync_data());
     let Err(e) = written else { return Ok(()) };
     Err(match cut_back(path, size) {
         Ok(()) => io_error(Rule::IoWrite, path, &e),

@@ -39,8 +39,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::backend::{
-    slice_of, Backend, Batch, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored,
-    Streamed, Torn,
+    slice_of, Backend, Batch, Cut, Detached, Listed, Loaded, ProgressUnit, RangeReads,
+    ReadProgress, Stored, Streamed, Torn,
 };
 use super::writer::Hurry;
 use crate::engine::Event;
@@ -82,6 +82,10 @@ struct LogState {
     /// A merge renamed a new file into place whose directory entry is not
     /// durable yet: the next append makes it so before writing.
     dir_unsynced: bool,
+    /// An append of this log runs detached (its handle and rollback point
+    /// are in the [`append::AppendJob`]): the state is kept, and no merge
+    /// touches the log, until it is finished.
+    in_flight: bool,
 }
 
 /// Session logs under one root directory, held exclusively by this backend.
@@ -291,8 +295,9 @@ impl JsonlBackend {
             return;
         }
         if self.logs.len() >= HANDLES_KEPT * 4 {
-            // A log with a rollback still to do is never forgotten.
-            self.logs.retain(|_, s| s.rollback.is_some());
+            // A log with a rollback still to do, or an append running, is
+            // never forgotten.
+            self.logs.retain(|_, s| s.rollback.is_some() || s.in_flight);
         }
         self.logs.insert(
             segment.to_string(),
@@ -303,6 +308,7 @@ impl JsonlBackend {
                 rollback: None,
                 tail: compact::Tail::default(),
                 dir_unsynced: false,
+                in_flight: false,
             },
         );
     }
@@ -394,6 +400,18 @@ impl Backend for JsonlBackend {
 
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         self.write_group(batches)
+    }
+
+    fn detaches_writes(&self) -> bool {
+        true
+    }
+
+    fn prepare_write(&mut self, batches: &[Batch<'_>]) -> Option<Box<dyn Detached>> {
+        Some(Box::new(self.prepare_group(batches)))
+    }
+
+    fn finish_write(&mut self, detached: Box<dyn Detached>) -> Vec<Result<()>> {
+        self.finish_detached(detached)
     }
 
     fn delete(&mut self, id: &str) -> Result<bool> {

@@ -35,7 +35,8 @@ mod tests_corrupt;
 mod tests_crash;
 #[cfg(test)]
 mod tests_damage;
-#[cfg(test)]
+// Differential against the JSONL backend.
+#[cfg(all(test, feature = "jsonl"))]
 mod tests_differential;
 #[cfg(test)]
 mod tests_faults;

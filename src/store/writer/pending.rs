@@ -91,6 +91,12 @@ pub(super) struct Pending {
     pub failure: Option<Error>,
     /// How many flushes saw a failure (lets a waiting flush notice one).
     pub failures: u64,
+    /// A round is writing a batch of this session (the next batch waits
+    /// for its result).
+    pub in_flight: bool,
+    /// Flushing threads waiting for that round's result (woken by the
+    /// round alone, not by every other round).
+    pub waiters: Vec<std::thread::Thread>,
 }
 
 impl Pending {
@@ -109,10 +115,10 @@ impl Pending {
         self.seed.is_none() && self.queued == 0
     }
 
-    /// Something is queued and the session is tracked (a round can write
-    /// it).
+    /// Something is queued, the session is tracked and no round is
+    /// writing it (a round can write it).
     pub fn is_writable(&self) -> bool {
-        !self.is_empty() && self.header.is_some()
+        !self.is_empty() && self.header.is_some() && !self.in_flight
     }
 
     /// Queue `event`, whose text is `len` bytes long.

@@ -10,13 +10,15 @@ use std::time::Instant;
 use super::pending::Taken;
 use super::{check_continues, lock_backend, Shared, State};
 use crate::engine::Event;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::json::Value;
+use crate::rule::Rule;
 use crate::store::backend::{Batch, Events};
 
 /// One session's batch taken from the queue.
 struct Job {
     id: String,
+    windowed: bool,
     header: Arc<Value>,
     materialized: bool,
     next_seq: u64,
@@ -28,6 +30,7 @@ struct Job {
 /// A [`Job`] whose events were taken out for the write.
 struct Written {
     id: String,
+    windowed: bool,
     header: Arc<Value>,
     materialized: bool,
     next_seq: u64,
@@ -60,8 +63,10 @@ pub(super) fn write_round(
             continue;
         };
         let taken = p.take(ROUND_BYTES);
+        p.in_flight = true;
         jobs.push(Job {
             id: id.clone(),
+            windowed: p.windowed,
             header,
             materialized: p.materialized,
             next_seq: p.next_seq,
@@ -72,7 +77,7 @@ pub(super) fn write_round(
     if jobs.is_empty() {
         return Ok(());
     }
-    st.busy = true;
+    st.rounds += 1;
     drop(st);
     // Outside the queue lock: each batch becomes one slice, then all of
     // them are written in one backend write (a group commit: the backend
@@ -84,6 +89,7 @@ pub(super) fn write_round(
             let events = job.taken.into_batch();
             let written = Written {
                 id: job.id,
+                windowed: job.windowed,
                 header: job.header,
                 materialized: job.materialized,
                 next_seq: job.next_seq,
@@ -110,23 +116,19 @@ pub(super) fn write_round(
                 .map(|(parent, prefix)| (&**parent, *prefix)),
         })
         .collect();
-    let (mut written_results, upkeep) = {
-        let mut backend = lock_backend(&shared.backend);
-        let r = backend.write(&batches).into_iter();
-        (r, backend.has_upkeep())
-    };
+    let (mut written_results, upkeep) = write_batches(shared, &batches);
     drop(batches);
     let mut results = Vec::with_capacity(taken.len());
     for ((job, bytes, events), check) in taken.into_iter().zip(checked) {
         let r = match check {
-            Ok(()) => written_results.next().unwrap_or(Ok(())),
+            Ok(()) => written_results.next().unwrap_or_else(|| Err(no_result())),
             Err(e) => Err(e),
         };
-        results.push((job.id, events, bytes, r));
+        results.push((job.id, job.windowed, events, bytes, r));
     }
     let mut written = Vec::with_capacity(results.len());
     let mut st = shared.lock();
-    st.busy = false;
+    st.rounds -= 1;
     if upkeep && st.upkeep.is_none() {
         // The writer's thread does it once nothing is queued (this round
         // may have been a flushing thread's), or after UPKEEP_WAIT when
@@ -135,9 +137,18 @@ pub(super) fn write_round(
         shared.wake.notify_all();
     }
     let mut first_error = None;
-    for (id, events, bytes, r) in results {
+    // The flushes this round's end may let go on: those waiting for its
+    // sessions, and those waiting for a round to start one of their own.
+    let mut wake = std::mem::take(&mut st.slot_waiters);
+    for (id, windowed, events, bytes, r) in results {
         let n = events.len();
-        let p = st.session(&id);
+        let Some(p) = st.sessions.get_mut(&id) else {
+            // Discarded while the round ran: nothing to record.
+            st.unqueued(n, bytes, windowed);
+            continue;
+        };
+        p.in_flight = false;
+        wake.append(&mut p.waiters);
         match r {
             Ok(()) => {
                 p.materialized = true;
@@ -166,10 +177,38 @@ pub(super) fn write_round(
     }
     shared.notify_done(&st);
     drop(st);
+    wake.iter().for_each(std::thread::Thread::unpark);
     // Releasing the written events touches every one of them: not under
     // the lock appends take.
     drop(written);
     first_error.map_or(Ok(()), Err)
+}
+
+/// Write `batches` in one backend write: detached when the backend
+/// detaches it (the backend is not held while it runs, so rounds
+/// overlap), else with the backend held throughout. The results, and
+/// whether the backend has upkeep to do.
+fn write_batches(shared: &Shared, batches: &[Batch<'_>]) -> (std::vec::IntoIter<Result<()>>, bool) {
+    let mut backend = lock_backend(&shared.backend);
+    let Some(mut detached) = backend.prepare_write(batches) else {
+        let results = backend.write(batches);
+        return (results.into_iter(), backend.has_upkeep());
+    };
+    drop(backend);
+    detached.run();
+    let mut backend = lock_backend(&shared.backend);
+    let results = backend.finish_write(detached);
+    (results.into_iter(), backend.has_upkeep())
+}
+
+/// A backend gave no result for a batch: counted as a failed write, so
+/// nothing unconfirmed is ever acknowledged.
+pub(super) fn no_result() -> Error {
+    Error::new(
+        crate::Status::Internal,
+        Rule::InternalNoResult,
+        "the backend gave no result for a batch; it is kept queued",
+    )
 }
 
 pub(super) fn run(shared: &Shared) {
@@ -181,7 +220,7 @@ pub(super) fn run(shared: &Shared) {
         let upkeep_due = st
             .upkeep
             .is_some_and(|at| st.pending == 0 || Instant::now() >= at);
-        if upkeep_due && !st.busy {
+        if upkeep_due && st.rounds == 0 {
             st.upkeep = None;
             drop(st);
             lock_backend(&shared.backend).idle();
@@ -189,8 +228,9 @@ pub(super) fn run(shared: &Shared) {
             continue;
         }
         let due = st.urgent || st.deadline.is_some_and(|d| Instant::now() >= d);
-        if due && st.busy {
-            // A flushing thread is writing a round itself.
+        if due && st.rounds > 0 && !(st.can_start(shared) && st.writable(None)) {
+            // Other rounds (a flushing thread's) are writing all there is,
+            // or no other may start.
             st = shared.wait_done(st);
             continue;
         }

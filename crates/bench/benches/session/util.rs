@@ -142,7 +142,7 @@ pub fn tree() -> Value {
     };
     json!({
         "head": git(&["log", "-1", "--format=%h %s"]),
-        "changedUnderSrc": git(&["status", "--porcelain", "--", "src", "include"])
+        "changedUnderSrc": git(&["status", "--porcelain", "--", ":(top)src", ":(top)include"])
             .map(|s| s.lines().map(|l| l.trim().to_string()).collect::<Vec<_>>()),
     })
 }
