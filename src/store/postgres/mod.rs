@@ -363,6 +363,63 @@ impl PostgresBackend {
     }
 }
 
+impl PostgresBackend {
+    /// Write a round of plain appends of several sessions in one
+    /// transaction (a group commit). `None` when the round does not
+    /// qualify (one batch, a creation or fork, a session whose last write
+    /// is in doubt, a lock not yet held and refused) or when the
+    /// transaction rolled back: the batches are then written one by one,
+    /// which reports each batch's own outcome.
+    fn write_group(&mut self, batches: &[Batch<'_>]) -> Option<Vec<Result<()>>> {
+        if batches.len() < 2 || self.read_only {
+            return None;
+        }
+        let mut ids = HashSet::new();
+        for b in batches {
+            let id = header_id(b.header);
+            if b.materialize
+                || b.fork.is_some()
+                || b.events.is_empty()
+                || self.suspect.contains(id)
+                || !ids.insert(id)
+            {
+                return None;
+            }
+        }
+        for b in batches {
+            self.lock(header_id(b.header)).ok()?;
+        }
+        let slices: Vec<_> = batches.iter().map(|b| b.events.to_slice()).collect();
+        let items: Vec<(&str, &[Arc<Event>])> = batches
+            .iter()
+            .zip(&slices)
+            .map(|(b, e)| (header_id(b.header), &e[..]))
+            .collect();
+        let r = self
+            .client()
+            .and_then(|(c, p)| rows::write_group(c, p, &items));
+        match self.check(r) {
+            Ok(()) => {
+                for (id, events) in &items {
+                    if let Some(k) = self.known.get_mut(*id) {
+                        k.len = events[0].seq + events.len() as u64;
+                    }
+                }
+                Some(items.iter().map(|_| Ok(())).collect())
+            }
+            Err(e) if matches!(e.rule, Rule::PostgresConnect | Rule::PostgresTimeout) => {
+                // The commit may have happened unseen: every batch is in
+                // doubt, and the next try of each checks the stored rows.
+                for (id, _) in &items {
+                    self.suspect.insert((*id).to_string());
+                }
+                Some(items.iter().map(|_| Err(e.clone())).collect())
+            }
+            Err(_) => None,
+        }
+    }
+}
+
 impl Backend for PostgresBackend {
     fn name(&self) -> &'static str {
         "postgres"
@@ -432,6 +489,9 @@ impl Backend for PostgresBackend {
     /// One statement (and transaction) per batch, in order: each session
     /// has its own advisory lock and guarded insert.
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
+        if let Some(r) = self.write_group(batches) {
+            return r;
+        }
         batches
             .iter()
             .map(|b| {

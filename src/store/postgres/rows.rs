@@ -304,6 +304,20 @@ pub fn write_batch(c: &mut Db, p: &Prepared, b: Batch<'_>) -> Result<()> {
     tx.commit().map_err(pg_err)
 }
 
+/// Write the plain appends of several sessions in one transaction: one
+/// commit (one WAL flush on the server) for a whole round. `Ok` means
+/// every batch is stored. Any refusal or error rolls the whole
+/// transaction back (the caller then writes the batches one by one, which
+/// finds out which one failed and why), except a lost commit, whose
+/// outcome is unknown.
+pub fn write_group(c: &mut Db, p: &Prepared, items: &[(&str, &[Arc<Event>])]) -> Result<()> {
+    let mut tx = c.begin("BEGIN").map_err(pg_err)?;
+    for (id, events) in items {
+        insert_guarded(&mut tx, p, id, events, false)?;
+    }
+    tx.commit().map_err(pg_err)
+}
+
 /// Copy the events of `b` below seq `len` from `parent` inside the
 /// database, when `parent` is still the incarnation they came from and
 /// holds them; return the events left to insert. A copy whose guard
