@@ -30,6 +30,8 @@ mod session;
 pub mod sqlite;
 pub mod stream_read;
 #[cfg(test)]
+mod tests_gather;
+#[cfg(test)]
 mod tests_group;
 #[cfg(test)]
 mod tests_handles;

@@ -46,6 +46,7 @@ use crate::engine::Event;
 use crate::error::{Error, Result};
 use crate::json::Value;
 
+mod gather;
 mod pending;
 mod round;
 
@@ -106,6 +107,12 @@ struct State {
     /// The backend has upkeep for the writer's next idle moment
     /// ([`Backend::has_upkeep`]), due by this time at the latest.
     upkeep: Option<Instant>,
+    /// Rounds started so far (each round's number).
+    round_ids: u64,
+    /// The last round that ended (see `gather.rs`).
+    last_round: gather::LastRound,
+    /// A flush is gathering the next round: nobody else starts one.
+    gathering: bool,
 }
 
 impl State {
@@ -174,6 +181,8 @@ struct Shared {
     hurry: Arc<Hurry>,
     /// The backend detaches its writes: rounds may overlap.
     overlap: bool,
+    /// Wakes a flush gathering a round when another flush arrives.
+    gathered: Condvar,
 }
 
 impl Shared {
@@ -242,6 +251,9 @@ impl Writer {
                 done_waiters: 0,
                 slot_waiters: Vec::new(),
                 upkeep: None,
+                round_ids: 0,
+                last_round: gather::LastRound::default(),
+                gathering: false,
             }),
             limits,
             wake: Condvar::new(),
@@ -250,6 +262,7 @@ impl Writer {
             window: Duration::from_millis(window_ms),
             hurry,
             overlap,
+            gathered: Condvar::new(),
         });
         let thread = (window_ms > 0).then(|| {
             let shared = shared.clone();
@@ -473,6 +486,28 @@ impl Writer {
     }
 
     fn barrier(&self, only: Option<&str>) -> Result<()> {
+        // A flush of one session is counted while it lasts, so that a
+        // round being gathered knows who is coming (see `gather.rs`).
+        let Some(id) = only else {
+            return self.barrier_counted(None);
+        };
+        {
+            let mut st = self.shared.lock();
+            if let Some(p) = st.sessions.get_mut(id) {
+                p.flushing += 1;
+            }
+            if st.gathering {
+                self.shared.gathered.notify_all();
+            }
+        }
+        let r = self.barrier_counted(only);
+        if let Some(p) = self.shared.lock().sessions.get_mut(id) {
+            p.flushing = p.flushing.saturating_sub(1);
+        }
+        r
+    }
+
+    fn barrier_counted(&self, only: Option<&str>) -> Result<()> {
         if self.thread.is_none() {
             // No background thread: write on the caller's thread.
             // Round by round (each at most ROUND_BYTES), as the writer
@@ -528,12 +563,17 @@ impl Writer {
                 hurry = Some(self.shared.hurry.enter());
             }
             st.paused = false;
-            if st.can_start(&self.shared) && st.writable(only) {
+            if st.can_start(&self.shared) && st.writable(only) && !st.gathering {
                 // The writer may start a round: write here. Waking it and
                 // waiting for its answer costs two thread hand-offs, which
                 // on a loaded machine are a good part of a flush. What the
                 // round takes: `round_scope`. A round is bounded, so a long
-                // backlog takes several.
+                // backlog takes several. With one writer, the round first
+                // waits briefly for the sessions of the last one.
+                st = self.shared.gather(st);
+                if !(st.can_start(&self.shared) && st.writable(only)) {
+                    continue;
+                }
                 let _ = write_round(&self.shared, st, self.round_scope(only));
                 st = self.shared.lock();
                 continue;

@@ -84,6 +84,10 @@ pub(super) struct Pending {
     /// Events handed to the writer so far / written durably so far.
     pub enqueued: u64,
     pub durable: u64,
+    /// The number of the last round that took this session's events.
+    pub round: u64,
+    /// Flushes of this session in progress.
+    pub flushing: usize,
     /// A fork child's parent and the length of the prefix it shares with
     /// it (writes past the prefix ignore it).
     pub fork: Option<(Arc<str>, u64)>,

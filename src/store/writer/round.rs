@@ -55,6 +55,7 @@ pub(super) fn write_round(
     only: Option<&str>,
 ) -> Result<()> {
     let mut jobs = Vec::new();
+    let round = st.round_ids + 1;
     for (id, p) in st.sessions.iter_mut() {
         if !p.is_writable() || only.is_some_and(|o| o != id) {
             continue;
@@ -64,6 +65,7 @@ pub(super) fn write_round(
         };
         let taken = p.take(ROUND_BYTES);
         p.in_flight = true;
+        p.round = round;
         jobs.push(Job {
             id: id.clone(),
             windowed: p.windowed,
@@ -78,6 +80,8 @@ pub(super) fn write_round(
         return Ok(());
     }
     st.rounds += 1;
+    st.round_ids = round;
+    let (started, sessions) = (Instant::now(), jobs.len());
     drop(st);
     // Outside the queue lock: each batch becomes one slice, then all of
     // them are written in one backend write (a group commit: the backend
@@ -129,6 +133,13 @@ pub(super) fn write_round(
     let mut written = Vec::with_capacity(results.len());
     let mut st = shared.lock();
     st.rounds -= 1;
+    let ended = Instant::now();
+    st.last_round = super::gather::LastRound {
+        id: round,
+        sessions,
+        ended: Some(ended),
+        took: ended - started,
+    };
     if upkeep && st.upkeep.is_none() {
         // The writer's thread does it once nothing is queued (this round
         // may have been a flushing thread's), or after UPKEEP_WAIT when
@@ -228,13 +239,20 @@ pub(super) fn run(shared: &Shared) {
             continue;
         }
         let due = st.urgent || st.deadline.is_some_and(|d| Instant::now() >= d);
-        if due && st.rounds > 0 && !(st.can_start(shared) && st.writable(None)) {
+        if due && (st.gathering || st.rounds > 0 && !(st.can_start(shared) && st.writable(None))) {
             // Other rounds (a flushing thread's) are writing all there is,
-            // or no other may start.
+            // or no other may start, or a flush is gathering one.
             st = shared.wait_done(st);
             continue;
         }
         if due && !st.paused {
+            if st.urgent {
+                // A flush is waiting: gather its round as a flush does.
+                st = shared.gather(st);
+                if !st.can_start(shared) {
+                    continue;
+                }
+            }
             st.urgent = false;
             st.deadline = None;
             let took_all = !st.sessions.values().any(|p| p.queued_bytes() > ROUND_BYTES);
