@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use ::dsh_session::engine::chunked::CHUNK;
 use ::dsh_session::engine::window::EventSource;
-use ::dsh_session::engine::{Event, Markers, Session};
+use ::dsh_session::engine::{Event, Markers, Policy, Session};
 use ::dsh_session::json;
 
 /// A copy of the stored log that counts the chunk reads.
@@ -33,7 +33,7 @@ fn user(s: &mut Session, i: usize, intent: &str) -> Arc<Event> {
 
 fn session(n: usize) -> Session {
     let header = json::parse(r#"{"version":0,"id":"e","createdAt":1}"#).unwrap();
-    let mut s = Session::new("e", header, Markers::Required).unwrap();
+    let mut s = Session::new("e", header, Markers::Required, Policy::reference()).unwrap();
     for i in 0..n {
         if i % 3 == 0 {
             user(&mut s, i, r#"{"surfaceOp":"append"}"#);

@@ -136,13 +136,14 @@ pub use restoring::Restoring;
 pub use windowed::Checkpoint;
 
 impl Session {
-    /// A session without a seed (no end-seed marker is written).
-    pub fn new(id: &str, header: Value, markers: Markers) -> Result<Session> {
+    /// A session without a seed (no end-seed marker is written), whose
+    /// appends are checked under `policy`.
+    pub fn new(id: &str, header: Value, markers: Markers, policy: Policy) -> Result<Session> {
         seed::validate_header(&header, id)?;
-        Ok(Session::bare(id, header, markers))
+        Ok(Session::bare(id, header, markers, policy))
     }
 
-    fn bare(id: &str, header: Value, markers: Markers) -> Session {
+    fn bare(id: &str, header: Value, markers: Markers, policy: Policy) -> Session {
         Session {
             id: id.to_string(),
             header,
@@ -155,14 +156,8 @@ impl Session {
             admitted: AtomicUsize::new(0),
             window: None,
             evicted: 0,
-            policy: Policy::reference(),
+            policy,
         }
-    }
-
-    /// Append under `policy` from now on (a new session appends under the
-    /// reference's admission until its store sets one; forks inherit it).
-    pub fn set_policy(&mut self, policy: Policy) {
-        self.policy = policy;
     }
 
     /// The admission and vocabulary appends are checked under.
@@ -188,18 +183,19 @@ impl Session {
     /// admitted by the seed rules, the header is validated after the events
     /// (snapshot mode) or before them (restore mode), and a
     /// `session/end-seed` marker is appended unless the seed ends with one.
+    /// Later appends are checked under `policy`.
     pub fn from_seed(
         id: &str,
         header: Value,
         seed: Seed,
         mode: SeedMode,
-        markers: Markers,
+        (markers, policy): (Markers, Policy),
         now: i64,
     ) -> Result<Session> {
         if mode == SeedMode::Restore {
             seed::validate_header(&header, id)?;
         }
-        let mut s = Session::bare(id, header, markers);
+        let mut s = Session::bare(id, header, markers, policy);
         match seed {
             Seed::Values(values) => {
                 for (i, v) in values.into_iter().enumerate() {
@@ -224,15 +220,15 @@ impl Session {
     /// A stored log as it is, for reading (a read-only store): admitted
     /// and folded as in restore mode, but no closer and no end-seed marker
     /// is added, so its events are exactly the stored ones. Never append
-    /// to it.
+    /// to it (`policy` is the one its store reports).
     pub fn from_stored(
         id: &str,
         header: Value,
         events: Vec<Arc<Event>>,
-        markers: Markers,
+        (markers, policy): (Markers, Policy),
     ) -> Result<Session> {
         seed::validate_header(&header, id)?;
-        let mut s = Session::bare(id, header, markers);
+        let mut s = Session::bare(id, header, markers, policy);
         for (i, e) in events.into_iter().enumerate() {
             seed::admit_event(&e, i, SeedMode::Restore)?;
             s.push_seeded(e, i)?;

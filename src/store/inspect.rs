@@ -119,7 +119,7 @@ impl Store {
             let loaded = backend.load(id)?.ok_or_else(|| not_found(id))?;
             (loaded, backend.quarantined(id)?)
         };
-        let (restored, problems) = restore_lenient(id, &loaded, &self.policy.vocabulary)?;
+        let (restored, problems) = restore_lenient(id, &loaded, &self.policy)?;
         // The stored events, without the closers and the end-seed marker
         // the constructor may have added.
         let events = restored.session.events().range(..restored.stored).collect();
@@ -151,7 +151,7 @@ impl Store {
             false => backend.load(id)?,
         };
         let loaded = loaded.ok_or_else(|| not_found(id))?;
-        let restored = restore(id, &loaded, &self.policy.vocabulary)?;
+        let restored = restore(id, &loaded, &self.policy)?;
         super::restore::check_before_repair(id, &restored.closers)?;
         let mut report = RepairReport {
             torn: loaded.torn.clone(),

@@ -279,18 +279,17 @@ impl Store {
             header.insert(k.clone(), v.clone());
         }
         let header = Value::Object(header);
-        let mut session = match opts.seed {
+        let session = match opts.seed {
             Some(seed) => Session::from_seed(
                 &id,
                 header,
                 Seed::Values(seed),
                 SeedMode::Snapshot,
-                opts.markers,
+                (opts.markers, self.policy.clone()),
                 now,
             )?,
-            None => Session::new(&id, header, opts.markers)?,
+            None => Session::new(&id, header, opts.markers, self.policy.clone())?,
         };
-        session.set_policy(self.policy.clone());
         session.check_seed_policy()?;
         self.register(reserved, session, false, None)
     }
@@ -329,11 +328,10 @@ impl Store {
     fn register(
         self: &Arc<Store>,
         reserved: ids::Reserved<'_>,
-        mut session: Session,
+        session: Session,
         stored: bool,
         fork: Option<(&str, u64)>,
     ) -> Result<Arc<LiveSession>> {
-        session.set_policy(self.policy.clone());
         let id = session.id().to_string();
         debug_assert_eq!(id, reserved.id());
         let stored_len = stored.then_some(session.events().len() as u64);
@@ -410,7 +408,7 @@ impl Store {
         let mut loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
-        let restored = restore_taking(id, &mut loaded, &self.policy.vocabulary)?;
+        let restored = restore_taking(id, &mut loaded, &self.policy)?;
         restore::check_before_repair(id, &restored.closers)?;
         let mut session = restored.session;
         // Everything after the stored prefix (recovered torn events, closers,
@@ -446,7 +444,7 @@ impl Store {
         let mut loaded = lock_backend(&self.backend)
             .load(id)?
             .ok_or_else(|| not_found(id))?;
-        let restored = restore_for_reading(id, &mut loaded, &self.policy.vocabulary)?;
+        let restored = restore_for_reading(id, &mut loaded, &self.policy)?;
         drop(loaded);
         self.return_freed_memory();
         let live = self.register(reserved, restored.session, true, None)?;
@@ -505,7 +503,8 @@ impl Store {
             Arc::new(window::StoredEvents::new(self, id));
         let start = |header: &Value| -> Result<Restoring> {
             check_stored_header(id, header)?;
-            let mut r = Session::restoring(id, header.clone(), Markers::Required)?;
+            let mut r =
+                Session::restoring(id, header.clone(), Markers::Required, self.policy.clone())?;
             r.set_window(source.clone(), keep);
             Ok(r)
         };

@@ -8,7 +8,7 @@ use super::backend::{Loaded, Stored};
 use super::now_ms;
 use crate::engine::event::{Checked, END_SEED};
 use crate::engine::seed::{self, SeedMode};
-use crate::engine::{repair, upgrade, Event, Markers, Seed, Session, Vocabulary};
+use crate::engine::{repair, upgrade, Event, Markers, Policy, Seed, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
 use crate::rule::Rule;
@@ -30,13 +30,14 @@ pub struct Restored {
 }
 
 /// The cold read pipeline (docs/lifecycle.md §8) over a backend's read.
-/// Types outside `vocab` not marked `ignorable` refuse the log.
-pub fn restore(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Result<Restored> {
+/// Types outside the policy's vocabulary not marked `ignorable` refuse
+/// the log; the session appends under `policy`.
+pub fn restore(id: &str, loaded: &Loaded, policy: &Policy) -> Result<Restored> {
     restore_events(
         id,
         loaded,
         loaded.events.clone(),
-        vocab,
+        policy,
         None,
         Repair::Closers,
     )
@@ -60,14 +61,14 @@ pub struct Finding {
 pub fn restore_lenient(
     id: &str,
     loaded: &Loaded,
-    vocab: &Vocabulary,
+    policy: &Policy,
 ) -> Result<(Restored, Vec<Finding>)> {
     let mut findings = Vec::new();
     let restored = restore_events(
         id,
         loaded,
         loaded.events.clone(),
-        vocab,
+        policy,
         Some(&mut findings),
         Repair::Closers,
     )?;
@@ -77,21 +78,21 @@ pub fn restore_lenient(
 
 /// [`restore`] that takes the events out of `loaded` instead of copying
 /// them (the open path: a session's whole log is not held twice).
-pub fn restore_taking(id: &str, loaded: &mut Loaded, vocab: &Vocabulary) -> Result<Restored> {
+pub fn restore_taking(id: &str, loaded: &mut Loaded, policy: &Policy) -> Result<Restored> {
     let events = std::mem::take(&mut loaded.events);
-    restore_events(id, loaded, events, vocab, None, Repair::Closers)
+    restore_events(id, loaded, events, policy, None, Repair::Closers)
 }
 
 /// [`restore_taking`] for a reader beside the writer (`"readOnly": true`):
 /// the stored log as it is, up to its last complete record (a torn tail is
 /// a write in progress: what was decoded of it is left out), with no
 /// closer and no end-seed marker.
-pub fn restore_for_reading(id: &str, loaded: &mut Loaded, vocab: &Vocabulary) -> Result<Restored> {
+pub fn restore_for_reading(id: &str, loaded: &mut Loaded, policy: &Policy) -> Result<Restored> {
     let mut events = std::mem::take(&mut loaded.events);
     if let Some(torn) = loaded.torn.take() {
         events.truncate(events.len() - torn.recovered);
     }
-    restore_events(id, loaded, events, vocab, None, Repair::None)
+    restore_events(id, loaded, events, policy, None, Repair::None)
 }
 
 /// Whether a restore appends what crash repair would.
@@ -281,7 +282,7 @@ fn restore_events(
     id: &str,
     loaded: &Loaded,
     stored: Vec<Stored>,
-    vocab: &Vocabulary,
+    policy: &Policy,
     mut lenient: Option<&mut Vec<Finding>>,
     repair: Repair,
 ) -> Result<Restored> {
@@ -314,7 +315,7 @@ fn restore_events(
             }
             // (A lenient read reports unknown types below, event by event.)
             if lenient.is_none() {
-                upgrade::check_known_values(id, &values, vocab)?;
+                upgrade::check_known_values(id, &values, &policy.vocabulary)?;
             }
             let mut events = Vec::with_capacity(values.len());
             for (i, v) in values.into_iter().enumerate() {
@@ -332,7 +333,7 @@ fn restore_events(
     };
     if let Some(found) = lenient {
         for e in &events {
-            if !vocab.admits_type(e) {
+            if !policy.vocabulary.admits_type(e) {
                 let error = upgrade::unknown_type(id, &e.ty.to_string_lossy(), &e.seq.to_string());
                 found.push(Finding { seq: e.seq, error });
             }
@@ -346,13 +347,18 @@ fn restore_events(
             }
         }
     } else if !known {
-        upgrade::check_known_types(id, events.iter().map(|e| &**e), vocab)?;
+        upgrade::check_known_types(id, events.iter().map(|e| &**e), &policy.vocabulary)?;
     }
     let stored = events.len();
     let durable = stored - loaded.torn.as_ref().map_or(0, |t| t.recovered);
     if repair == Repair::None {
-        let session =
-            Session::from_stored(id, header.clone(), events, Markers::Required).map_err(wrap)?;
+        let session = Session::from_stored(
+            id,
+            header.clone(),
+            events,
+            (Markers::Required, policy.clone()),
+        )
+        .map_err(wrap)?;
         return Ok(Restored {
             session,
             closers: Vec::new(),
@@ -371,7 +377,7 @@ fn restore_events(
         header.clone(),
         Seed::Events(all),
         SeedMode::Restore,
-        Markers::Required,
+        (Markers::Required, policy.clone()),
         now_ms(),
     )
     .map_err(wrap)?;

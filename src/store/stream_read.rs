@@ -14,7 +14,7 @@ use super::window::event_of;
 use super::writer::{lock_backend, SharedBackend};
 use crate::engine::session::Restoring;
 use crate::engine::window::EventSource;
-use crate::engine::{upgrade, Event, Markers, Session, Vocabulary};
+use crate::engine::{upgrade, Event, Markers, Policy, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
 use crate::rule::Rule;
@@ -83,7 +83,7 @@ fn not_streamable(why: &str) -> Error {
 ///
 /// `Ok(None)` when the log needs the whole-log read (the session is
 /// absent, the backend cannot stream, the log has a torn or damaged tail,
-/// an event in an older format or of a type outside `vocab`, breaks a
+/// an event in an older format or of a type outside the policy's vocabulary, breaks a
 /// rule, or ends in a turn whose closers a reread would refuse): the
 /// caller then reads it whole ([`super::restore`] and friends), which
 /// decides and reports exactly as an open. `each` may have seen batches
@@ -91,14 +91,14 @@ fn not_streamable(why: &str) -> Error {
 pub fn read_streaming(
     backend: &SharedBackend,
     id: &str,
-    vocab: &Vocabulary,
+    policy: &Policy,
     keep: usize,
     each: &mut dyn FnMut(&[Arc<Event>]),
 ) -> Result<Option<StreamedRead>> {
     let source: Arc<dyn EventSource> = Arc::new(BackendEvents::new(backend.clone(), id));
     let start = |header: &Value| -> Result<Restoring> {
         check_stored_header(id, header)?;
-        let mut r = Session::restoring(id, header.clone(), Markers::Required)?;
+        let mut r = Session::restoring(id, header.clone(), Markers::Required, policy.clone())?;
         r.set_window(source.clone(), keep);
         Ok(r)
     };
@@ -111,7 +111,7 @@ pub fn read_streaming(
         let mut events = Vec::with_capacity(batch.len());
         for item in batch {
             let e = fast_event_or_stop(item)?;
-            upgrade::check_known_types(id, std::iter::once(&*e), vocab)?;
+            upgrade::check_known_types(id, std::iter::once(&*e), &policy.vocabulary)?;
             r.push(e.clone())?;
             events.push(e);
         }

@@ -28,7 +28,7 @@ use super::writer::{lock_backend, SharedBackend};
 use crate::engine::event::{Event, TURN_END, TURN_START};
 use crate::engine::seed::{self, SeedMode};
 use crate::engine::surface::{candidate_of, Markers, Surface, ValueLog};
-use crate::engine::{upgrade, Vocabulary};
+use crate::engine::{upgrade, Policy};
 use crate::error::{Error, Status};
 use crate::json::Value;
 use crate::rule::Rule;
@@ -169,12 +169,12 @@ const VERIFY_WINDOW: usize = 1;
 /// Verify every session of a store: those `list` returns, plus `extra`
 /// ids (e.g. [`jsonl_session_ids`], which also finds logs `list` skips
 /// silently because their header is unreadable).
-/// Types outside `vocab` are reported unless marked `ignorable`. `step`
+/// Types outside the policy's vocabulary are reported unless marked `ignorable`. `step`
 /// hears of each session and of the events checked.
 pub fn verify_store(
     backend: &SharedBackend,
     extra: &[String],
-    vocab: &Vocabulary,
+    policy: &Policy,
     step: &mut dyn FnMut(Step<'_>),
 ) -> StoreReport {
     let mut report = StoreReport::default();
@@ -192,7 +192,7 @@ pub fn verify_store(
         }
     }
     for (i, id) in ids.iter().enumerate() {
-        let session = verify_one(backend, id, vocab, (i, ids.len()), step);
+        let session = verify_one(backend, id, policy, (i, ids.len()), step);
         // A directory name that does not lead back to a log (an id the
         // walk could not decode exactly) is not a finding.
         let lost = i >= listed
@@ -212,10 +212,10 @@ pub fn verify_store(
 pub fn verify_session(
     backend: &SharedBackend,
     id: &str,
-    vocab: &Vocabulary,
+    policy: &Policy,
     step: &mut dyn FnMut(Step<'_>),
 ) -> SessionReport {
-    verify_one(backend, id, vocab, (0, 1), step)
+    verify_one(backend, id, policy, (0, 1), step)
 }
 
 /// [`verify_session`] of the `at.0`th session of `at.1`. A log streams
@@ -225,7 +225,7 @@ pub fn verify_session(
 fn verify_one(
     backend: &SharedBackend,
     id: &str,
-    vocab: &Vocabulary,
+    policy: &Policy,
     (index, of): (usize, usize),
     step: &mut dyn FnMut(Step<'_>),
 ) -> SessionReport {
@@ -244,7 +244,7 @@ fn verify_one(
     });
     // The last turn boundary read, for the finding of an open turn.
     let mut boundary: Option<Arc<Event>> = None;
-    let streamed = read_streaming(backend, id, vocab, VERIFY_WINDOW, &mut |batch| {
+    let streamed = read_streaming(backend, id, policy, VERIFY_WINDOW, &mut |batch| {
         if let Some(e) = batch
             .iter()
             .rev()
@@ -267,7 +267,7 @@ fn verify_one(
         return report;
     }
     step(Step::WholeLog);
-    verify_whole(&mut **backend, id, vocab, report, step)
+    verify_whole(&mut **backend, id, policy, report, step)
 }
 
 /// The whole-log verification: every rule checked event by event, then
@@ -275,7 +275,7 @@ fn verify_one(
 fn verify_whole(
     backend: &mut dyn Backend,
     id: &str,
-    vocab: &Vocabulary,
+    policy: &Policy,
     mut report: SessionReport,
     step: &mut dyn FnMut(Step<'_>),
 ) -> SessionReport {
@@ -305,8 +305,8 @@ fn verify_whole(
     if let Some(p) = torn_problem(id, backend.name(), &loaded) {
         report.problems.push(p);
     }
-    report.problems.extend(check_events(id, &loaded, vocab));
-    match super::restore(id, &loaded, vocab) {
+    report.problems.extend(check_events(id, &loaded, policy));
+    match super::restore(id, &loaded, policy) {
         Err(e) => {
             let rule = e.cause.unwrap_or(e.rule);
             if !report.problems.iter().any(|p| p.inner_rule() == rule) {
@@ -434,7 +434,7 @@ fn dedupe(problems: &mut Vec<Problem>) {
 /// The restore rules, event by event, collecting every failure: header,
 /// retired vocabulary, legacy upgrade, envelope, message shape, known
 /// types, seed admission and surface admission.
-fn check_events(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Vec<Problem> {
+fn check_events(id: &str, loaded: &Loaded, policy: &Policy) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut found = |e: Error, seq: Option<u64>| out.push(Problem::from_error(Some(id), &e, seq));
     // Header rules: the pipeline on the header alone.
@@ -444,7 +444,7 @@ fn check_events(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Vec<Problem> {
         torn: None,
         revision: loaded.revision.clone(),
     };
-    if let Err(e) = super::restore(id, &header_only, vocab) {
+    if let Err(e) = super::restore(id, &header_only, policy) {
         found(e, None);
     }
     let values = upgraded(id, &loaded.values(), &mut found);
@@ -458,7 +458,8 @@ fn check_events(id: &str, loaded: &Loaded, vocab: &Vocabulary) -> Vec<Problem> {
                 if let Err(e) = seed::check_event_message(&event, &|| what.clone()) {
                     found(e, seq);
                 }
-                if let Err(e) = upgrade::check_known_types(id, std::slice::from_ref(&event), vocab)
+                if let Err(e) =
+                    upgrade::check_known_types(id, std::slice::from_ref(&event), &policy.vocabulary)
                 {
                     found(e, seq);
                 }

@@ -85,7 +85,7 @@ fn problem_json(target: &Target, p: &Problem) -> Value {
 /// `verify`.
 pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
     let target = Target::from_args(&a.store)?;
-    let vocab = target.vocabulary()?;
+    let policy = target.policy()?;
     let mut report = StoreReport::default();
     let mut reading = Reading::new(ctx, "verifying", false);
     let mut step = |s: Step<'_>| match s {
@@ -114,7 +114,7 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
         Ok(backend) => match &a.id {
             Some(id) => {
                 let backend = std::sync::Arc::new(std::sync::Mutex::new(backend));
-                let session = verify_session(&backend, id, &vocab, &mut step);
+                let session = verify_session(&backend, id, &policy, &mut step);
                 if session
                     .problems
                     .iter()
@@ -133,7 +133,7 @@ pub fn verify(ctx: Ctx, a: &VerifyArgs) -> Result<u8, CliError> {
                     BackendKind::Sqlite | BackendKind::Postgres => Vec::new(),
                 };
                 let backend = std::sync::Arc::new(std::sync::Mutex::new(backend));
-                report = verify_store(&backend, &extra, &vocab, &mut step);
+                report = verify_store(&backend, &extra, &policy, &mut step);
             }
         },
     }

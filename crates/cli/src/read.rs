@@ -12,7 +12,7 @@ use super::progress::{self, Reading};
 use super::scan::{self, Flow, Ranged};
 use super::table::Table;
 use super::{CliError, Ctx, Target, EXIT_OK};
-use dsh_session::engine::{Event, Session, Vocabulary};
+use dsh_session::engine::{Event, Policy, Session};
 use dsh_session::error::{Error, Status};
 use dsh_session::json::{Object, Value};
 use dsh_session::store::backend::header_id;
@@ -32,8 +32,9 @@ pub(super) struct Opened {
     /// Its backend (shared with the sessions read from it, which read
     /// their evicted events back through it).
     pub backend: SharedBackend,
-    /// The host event types `--event-types` declares.
-    pub vocab: Vocabulary,
+    /// The policy sessions are read under (the host event types
+    /// `--event-types` declares).
+    pub policy: Policy,
 }
 
 /// A session read by [`Opened::read`].
@@ -49,14 +50,14 @@ impl Opened {
     /// Open an existing store for reading.
     pub fn new(args: &StoreArgs) -> Result<Opened, CliError> {
         let target = Target::from_args(args)?;
-        let vocab = target.vocabulary()?;
+        let policy = target.policy()?;
         let backend = target
             .open_existing()
             .map_err(|e| CliError::library(&target.path, None, &e))?;
         Ok(Opened {
             target,
             backend: Arc::new(Mutex::new(backend)),
-            vocab,
+            policy,
         })
     }
 
@@ -92,7 +93,7 @@ impl Opened {
     pub fn restore(&mut self, ctx: Ctx, id: &str) -> Result<(Loaded, Restored), CliError> {
         let bar = progress::spinner(ctx, &format!("reading {id}"));
         let loaded = self.load(id)?;
-        let restored = restore(id, &loaded, &self.vocab);
+        let restored = restore(id, &loaded, &self.policy);
         bar.finish_and_clear();
         let restored = restored.map_err(|e| self.fail(Some(id), &e))?;
         self.repair_notes(ctx, id, loaded.torn.is_some(), restored.closers.len());
@@ -109,7 +110,7 @@ impl Opened {
         id: &str,
     ) -> Result<(Loaded, Restored), CliError> {
         let loaded = self.load(id)?;
-        let restored = restore_lenient(id, &loaded, &self.vocab);
+        let restored = restore_lenient(id, &loaded, &self.policy);
         let (restored, findings) = restored.map_err(|e| self.fail(Some(id), &e))?;
         for f in &findings {
             let rule = f.error.cause.unwrap_or(f.error.rule);
@@ -141,7 +142,7 @@ impl Opened {
     ) -> Result<ReadSession, CliError> {
         reading.start(id, read_progress(&self.backend, id));
         let mut seen = 0usize;
-        let streamed = read_streaming(&self.backend, id, &self.vocab, WINDOW, &mut |batch| {
+        let streamed = read_streaming(&self.backend, id, &self.policy, WINDOW, &mut |batch| {
             seen += batch.len();
             reading.tick(batch.len() as u64);
             each(batch);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{BackendKind, CompressionKind, StoreArgs};
 use super::CliError;
-use dsh_session::engine::Vocabulary;
+use dsh_session::engine::{Policy, Vocabulary};
 use dsh_session::error::{Error, Status};
 use dsh_session::store::jsonl::Compression;
 use dsh_session::store::postgres::{parse_url, printable_url};
@@ -240,6 +240,12 @@ impl Target {
     /// The vocabulary `--event-types` declares.
     pub fn vocabulary(&self) -> Result<Vocabulary, CliError> {
         Vocabulary::new(&self.event_types).map_err(|e| CliError::usage(e.message))
+    }
+
+    /// The policy sessions of this store are read and written under: the
+    /// store's admission with the declared event types.
+    pub fn policy(&self) -> Result<Policy, CliError> {
+        Ok(self.store_config()?.policy())
     }
 
     /// `"sqlite"`, `"jsonl (zstd)"`, `"jsonl (none)"` or `"postgres"`.

@@ -7,7 +7,7 @@ mod checklist_support;
 use std::ffi::CString;
 
 use ::dsh_session::engine::seed::SeedMode;
-use ::dsh_session::engine::{Markers, Seed, Session};
+use ::dsh_session::engine::{Markers, Policy, Seed, Session};
 use ::dsh_session::json::{self, Value};
 use ::dsh_session::Status;
 use checklist_support::*;
@@ -384,7 +384,7 @@ fn header(extra: J) -> Value {
 
 #[track_caller]
 fn header_rejects(h: Value, status: Status, rule: &str) {
-    let e = Session::new("s", h.clone(), Markers::Required).expect_err(rule);
+    let e = Session::new("s", h.clone(), Markers::Required, Policy::reference()).expect_err(rule);
     assert_eq!((e.status, e.rule.as_str()), (status, rule), "{}", e.message);
     // Snapshot mode validates the header after the seed.
     let e = Session::from_seed(
@@ -392,7 +392,7 @@ fn header_rejects(h: Value, status: Status, rule: &str) {
         h,
         Seed::Values(vec![]),
         SeedMode::Snapshot,
-        Markers::Required,
+        (Markers::Required, Policy::reference()),
         1,
     )
     .expect_err(rule);
@@ -404,7 +404,8 @@ fn supplied_header_is_validated_and_kept() {
     let h = header(
         json!({"cwd": "/a", "parentSession": "p", "seedLength": 3, "origin": "subagent", "delegationDepth": 1, "agentPreset": "x", "custom": {"k": 1}}),
     );
-    let s = Session::new("s", h.clone(), Markers::Required).expect("valid header");
+    let s =
+        Session::new("s", h.clone(), Markers::Required, Policy::reference()).expect("valid header");
     assert_eq!(s.header(), &h);
     assert_eq!(s.header().to_json(), h.to_json(), "key order kept");
 }

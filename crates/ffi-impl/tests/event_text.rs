@@ -11,7 +11,7 @@ use ::dsh_session::engine::chunked::CHUNK;
 use ::dsh_session::engine::event::Checked;
 use ::dsh_session::engine::log::Log;
 use ::dsh_session::engine::seed::SeedMode;
-use ::dsh_session::engine::{Markers, Seed, Session};
+use ::dsh_session::engine::{Markers, Policy, Seed, Session};
 use ::dsh_session::json::{self, Value};
 
 fn header(id: &str) -> Value {
@@ -26,7 +26,7 @@ fn shared(a: &Log, b: &Log, i: usize) -> bool {
 }
 
 fn session(id: &str) -> Session {
-    Session::new(id, header(id), Markers::Required).unwrap()
+    Session::new(id, header(id), Markers::Required, Policy::reference()).unwrap()
 }
 
 fn user(i: usize) -> String {
@@ -166,7 +166,7 @@ fn a_seed_given_as_values_and_the_same_events_as_text_make_the_same_session() {
         header("a"),
         Seed::Values(values),
         SeedMode::Snapshot,
-        Markers::Required,
+        (Markers::Required, Policy::reference()),
         5,
     )
     .unwrap();
@@ -175,7 +175,7 @@ fn a_seed_given_as_values_and_the_same_events_as_text_make_the_same_session() {
         header("a"),
         Seed::Events(src.events().iter().collect()),
         SeedMode::Snapshot,
-        Markers::Required,
+        (Markers::Required, Policy::reference()),
         5,
     )
     .unwrap();

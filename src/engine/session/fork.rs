@@ -84,8 +84,7 @@ impl Session {
         }
         self.admitted.fetch_max(len, Ordering::Relaxed);
         let header = self.fork_header(child_id, len, now);
-        let mut child = Session::bare(child_id, header, self.markers);
-        child.policy = self.policy.clone();
+        let mut child = Session::bare(child_id, header, self.markers, self.policy.clone());
         child.log = log;
         if len == self.log.len() {
             child.surface = self.surface.clone();

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Session;
+use super::{Policy, Session};
 use crate::engine::event::{Event, STEP_END, TURN_END, TURN_START};
 use crate::engine::repair;
 use crate::engine::seed::{self, SeedMode};
@@ -22,11 +22,16 @@ pub struct Restoring {
 impl Session {
     /// Start restoring session `id` from its stored `header` (checked
     /// first, as in restore mode); push its stored events in order, then
-    /// [`Restoring::finish`].
-    pub fn restoring(id: &str, header: Value, markers: Markers) -> Result<Restoring> {
+    /// [`Restoring::finish`]. Appends after it are checked under `policy`.
+    pub fn restoring(
+        id: &str,
+        header: Value,
+        markers: Markers,
+        policy: Policy,
+    ) -> Result<Restoring> {
         seed::validate_header(&header, id)?;
         Ok(Restoring {
-            session: Session::bare(id, header, markers),
+            session: Session::bare(id, header, markers, policy),
         })
     }
 

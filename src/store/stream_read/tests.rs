@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{read_progress, read_streaming};
 use crate::engine::chunked::CHUNK;
-use crate::engine::Vocabulary;
+use crate::engine::Policy;
 use crate::store::writer::SharedBackend;
 use crate::store::{restore, BackendConfig, CreateOptions, ProgressUnit, Store, StoreConfig};
 
@@ -91,17 +91,17 @@ fn a_streamed_read_is_the_whole_restore_with_a_window_resident() {
         let (dir, config) = config(&format!("same-{backend}"), backend);
         fill(&config);
         let shared = reader(&config);
-        let vocab = Vocabulary::default();
+        let policy = Policy::reference();
         for id in ["long", "open"] {
             let progress = read_progress(&shared, id).expect("progress");
             let mut seen = Vec::new();
-            let mut read = read_streaming(&shared, id, &vocab, 100, &mut |batch| {
+            let mut read = read_streaming(&shared, id, &policy, 100, &mut |batch| {
                 seen.extend(batch.iter().map(|e| e.seq));
             })
             .unwrap()
             .expect("streams");
             let loaded = shared.lock().unwrap().load(id).unwrap().unwrap();
-            let mut whole = restore(id, &loaded, &vocab).unwrap();
+            let mut whole = restore(id, &loaded, &policy).unwrap();
             assert_eq!(read.stored, loaded.events.len(), "{backend} {id}");
             assert_eq!(seen, (0..read.stored as u64).collect::<Vec<_>>());
             assert_eq!(read.header, loaded.header);
@@ -145,10 +145,10 @@ fn a_streamed_read_is_the_whole_restore_with_a_window_resident() {
 fn an_unusual_log_is_left_to_the_whole_read() {
     let (dir, config) = config("unusual", "jsonl");
     fill(&config);
-    let vocab = Vocabulary::default();
+    let policy = Policy::reference();
     // Absent.
     let shared = reader(&config);
-    let none = read_streaming(&shared, "nope", &vocab, 100, &mut |_| {}).unwrap();
+    let none = read_streaming(&shared, "nope", &policy, 100, &mut |_| {}).unwrap();
     assert!(none.is_none());
     // A torn tail.
     let log = crate::store::jsonl::log_paths(&dir, "long")[0].clone();
@@ -156,7 +156,7 @@ fn an_unusual_log_is_left_to_the_whole_read() {
     std::io::Write::write_all(&mut f, br#"{"type":"turn/st"#).unwrap();
     drop(f);
     let shared = reader(&config);
-    let torn = read_streaming(&shared, "long", &vocab, 100, &mut |_| {}).unwrap();
+    let torn = read_streaming(&shared, "long", &policy, 100, &mut |_| {}).unwrap();
     assert!(torn.is_none());
     // A type outside the vocabulary.
     let log = crate::store::jsonl::log_paths(&dir, "open")[0].clone();
@@ -167,7 +167,7 @@ fn an_unusual_log_is_left_to_the_whole_read() {
     );
     std::fs::write(&log, text).unwrap();
     let shared = reader(&config);
-    let unknown = read_streaming(&shared, "open", &vocab, 100, &mut |_| {}).unwrap();
+    let unknown = read_streaming(&shared, "open", &policy, 100, &mut |_| {}).unwrap();
     assert!(unknown.is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
