@@ -75,9 +75,8 @@ pub trait Detached: Send {
 /// A torn tail found by a read, to be cut by [`Backend::commit_repair`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Torn {
-    /// Where the committed region ends: a byte offset (JSONL) or the seq of
-    /// the first bad row (SQLite). Opaque to the store.
-    pub marker: u64,
+    /// Where the committed region ends.
+    pub at: TornAt,
     /// How many events at the end of [`Loaded::events`] were decoded from
     /// the torn part (a torn zstd frame's readable prefix) and must be
     /// written again after the cut; usually 0.
@@ -87,6 +86,26 @@ pub struct Torn {
     /// How much the cut takes: bytes from the marker to the end of the
     /// file (JSONL), rows from the marker on (SQLite).
     pub length: u64,
+}
+
+/// Where a torn tail begins, in its backend's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TornAt {
+    /// A byte offset into the log file (JSONL): the bytes from it on are
+    /// cut.
+    Byte(u64),
+    /// The seq of the first stored row that does not decode (SQLite): the
+    /// rows from it on are cut.
+    Row(u64),
+}
+
+impl TornAt {
+    /// The offset or seq, whichever it is.
+    pub fn value(self) -> u64 {
+        match self {
+            TornAt::Byte(v) | TornAt::Row(v) => v,
+        }
+    }
 }
 
 /// What a torn tail is: the kinds of tail a crash leaves, and damage a
@@ -249,10 +268,39 @@ pub struct Listed {
     pub problem: Option<Error>,
 }
 
+/// Which backend a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Sessions in memory.
+    Memory,
+    /// One SQLite database file.
+    Sqlite,
+    /// A directory of JSONL logs.
+    Jsonl,
+    /// A schema of a PostgreSQL database.
+    Postgres,
+    /// A backend from outside the library.
+    Other,
+}
+
+impl BackendKind {
+    /// Its name in configurations: `"memory"`, `"sqlite"`, `"jsonl"`,
+    /// `"postgres"` (`"other"` for a backend from outside the library).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Memory => "memory",
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Jsonl => "jsonl",
+            BackendKind::Postgres => "postgres",
+            BackendKind::Other => "other",
+        }
+    }
+}
+
 /// A place where session logs live.
 pub trait Backend: Send {
-    /// `"memory"`, `"jsonl"`, `"sqlite"` or `"postgres"`.
-    fn name(&self) -> &'static str;
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
 
     /// Every materialized session (a created-but-never-appended one is absent).
     fn list(&mut self) -> Result<Vec<Listed>>;

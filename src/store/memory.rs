@@ -96,8 +96,8 @@ impl MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
-    fn name(&self) -> &'static str {
-        "memory"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Memory
     }
 
     fn list(&mut self) -> Result<Vec<Listed>> {

@@ -46,8 +46,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use backend::{
-    Backend, Batch, Cut, Detached, Events, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress,
-    Stored, Torn, TornKind,
+    Backend, BackendKind, Batch, Cut, Detached, Events, Listed, Loaded, ProgressUnit, RangeReads,
+    ReadProgress, Stored, Torn, TornAt, TornKind,
 };
 pub use config::{
     check_batch_window, check_schema_name, check_session_id, check_statement_timeout, Access,
@@ -156,7 +156,7 @@ pub struct Store {
     state: Mutex<StoreState>,
     backend: SharedBackend,
     writer: Writer,
-    name: &'static str,
+    kind: BackendKind,
     policy: Policy,
     /// Opened with `"readOnly": true`: reads only, beside the writer.
     read_only: bool,
@@ -167,7 +167,7 @@ pub struct Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("backend", &self.name)
+            .field("backend", &self.kind)
             .finish_non_exhaustive()
     }
 }
@@ -208,9 +208,9 @@ impl Store {
         config: &StoreConfig,
         hurry: Arc<hurry::Hurry>,
     ) -> Arc<Store> {
-        let name = backend.name();
+        let kind = backend.kind();
         let backend: SharedBackend = Arc::new(Mutex::new(backend));
-        let window = if name == "memory" {
+        let window = if kind == BackendKind::Memory {
             0
         } else {
             config.batch_window_ms
@@ -223,7 +223,7 @@ impl Store {
             }),
             writer: Writer::with_hurry(backend.clone(), window, hurry),
             backend,
-            name,
+            kind,
             policy: config.policy(),
             read_only: config.access.read_only,
             trim_heap: config.trim_heap,
@@ -249,9 +249,14 @@ impl Store {
         &self.writer
     }
 
-    /// The name of the backend.
+    /// Which backend the store runs on.
+    pub fn backend_kind(&self) -> BackendKind {
+        self.kind
+    }
+
+    /// The name of the backend (`"sqlite"`, …; see [`BackendKind::name`]).
     pub fn backend_name(&self) -> &'static str {
-        self.name
+        self.kind.name()
     }
 
     /// The admission and vocabulary of this store's sessions.
@@ -423,7 +428,9 @@ impl Store {
             )?;
         }
         drop(loaded);
-        if let Some(keep) = window.filter(|_| restored.as_stored && self.name != "memory") {
+        if let Some(keep) =
+            window.filter(|_| restored.as_stored && self.kind != BackendKind::Memory)
+        {
             let source = Arc::new(window::StoredEvents::new(self, id));
             session.set_window(source, keep);
         }

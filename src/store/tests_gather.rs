@@ -22,8 +22,8 @@ struct Slow {
 }
 
 impl Backend for Slow {
-    fn name(&self) -> &'static str {
-        "slow"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Other
     }
     fn list(&mut self) -> Result<Vec<Listed>> {
         self.inner.list()

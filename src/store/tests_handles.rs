@@ -20,8 +20,8 @@ struct Contested {
 }
 
 impl Backend for Contested {
-    fn name(&self) -> &'static str {
-        "contested"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Other
     }
     fn list(&mut self) -> Result<Vec<Listed>> {
         self.inner.list()

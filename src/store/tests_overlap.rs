@@ -50,8 +50,8 @@ struct Gauged {
 }
 
 impl Backend for Gauged {
-    fn name(&self) -> &'static str {
-        "gauged"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Other
     }
     fn list(&mut self) -> Result<Vec<Listed>> {
         self.inner.list()

@@ -21,7 +21,7 @@ use std::collections::HashSet;
 
 use std::sync::Arc;
 
-use super::backend::{header_id, Backend, Loaded, ReadProgress};
+use super::backend::{header_id, Backend, Loaded, ReadProgress, TornAt};
 use super::stream_read::{read_progress, read_streaming};
 use super::writer::{lock_backend, SharedBackend};
 
@@ -302,7 +302,7 @@ fn verify_whole(
     report.events = Some(loaded.events.len());
     step(Step::Events(loaded.events.len() as u64));
     report.quarantined = backend.quarantined(id).unwrap_or_default();
-    if let Some(p) = torn_problem(id, backend.name(), &loaded) {
+    if let Some(p) = torn_problem(id, &loaded) {
         report.problems.push(p);
     }
     report.problems.extend(check_events(id, &loaded, policy));
@@ -358,41 +358,44 @@ fn mark_live(backend: &mut dyn Backend, id: &str, report: &mut SessionReport) {
     }
 }
 
-fn torn_problem(id: &str, backend: &str, loaded: &Loaded) -> Option<Problem> {
+fn torn_problem(id: &str, loaded: &Loaded) -> Option<Problem> {
     let torn = loaded.torn.as_ref()?;
     let first = (loaded.events.len() - torn.recovered) as u64;
     let why = torn.why.as_str();
-    let message = if backend == "sqlite" {
-        format!(
-            "the {} rows from seq {} on do not decode into the log after the last turn/end \
-             ({why}); open deletes them, keeping a copy beside the database",
-            torn.length, torn.marker
-        )
-    } else if torn.recovered > 0 {
-        format!(
-            "the log is torn at byte {} ({why}, {} bytes); open cuts it there, keeping a copy \
-             beside the log, and writes the {} events readable from the torn frame (seq {first}..) again",
-            torn.marker, torn.length, torn.recovered
-        )
-    } else {
-        format!(
-            "the log is torn at byte {} ({why}, {} bytes, after seq {}); open cuts the bytes \
-             after it, keeping a copy beside the log",
-            torn.marker,
-            torn.length,
-            first.wrapping_sub(1) as i64
-        )
+    let (message, seq) = match torn.at {
+        TornAt::Row(row) => (
+            format!(
+                "the {} rows from seq {row} on do not decode into the log after the last \
+                 turn/end ({why}); open deletes them, keeping a copy beside the database",
+                torn.length
+            ),
+            row,
+        ),
+        TornAt::Byte(at) if torn.recovered > 0 => (
+            format!(
+                "the log is torn at byte {at} ({why}, {} bytes); open cuts it there, keeping a \
+                 copy beside the log, and writes the {} events readable from the torn frame \
+                 (seq {first}..) again",
+                torn.length, torn.recovered
+            ),
+            first,
+        ),
+        TornAt::Byte(at) => (
+            format!(
+                "the log is torn at byte {at} ({why}, {} bytes, after seq {}); open cuts the \
+                 bytes after it, keeping a copy beside the log",
+                torn.length,
+                first.wrapping_sub(1) as i64
+            ),
+            first,
+        ),
     };
     Some(Problem {
         session: Some(id.to_string()),
         rule: TORN_TAIL,
         cause: None,
         status: Status::Ok,
-        seq: Some(if backend == "sqlite" {
-            torn.marker
-        } else {
-            first
-        }),
+        seq: Some(seq),
         message,
         severity: Severity::Repairable,
     })

@@ -15,7 +15,7 @@ use dsh_session::engine::Event;
 use dsh_session::error::{Error, Status};
 use dsh_session::json::Value;
 use dsh_session::store::convert::{check_absent, copy_session, session_ids, Step};
-use dsh_session::store::{RepairOptions, Store};
+use dsh_session::store::{RepairOptions, Store, TornAt};
 use dsh_session::Rule;
 
 fn closer_text(e: &Event) -> String {
@@ -69,7 +69,7 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
     if ctx.json {
         let torn_json = torn.as_ref().map_or(Value::Null, |t| {
             Value::obj([
-                ("marker", Value::num(t.marker as f64)),
+                ("marker", Value::num(t.at.value() as f64)),
                 ("recovered", Value::num(t.recovered as f64)),
                 ("length", Value::num(t.length as f64)),
                 ("why", Value::str(t.why.as_str())),
@@ -114,18 +114,17 @@ pub fn repair(ctx: Ctx, a: &RepairArgs) -> Result<u8, CliError> {
     if let Some(t) = &torn {
         let first = report.stored - t.recovered;
         let why = t.why.as_str();
-        out.line(&match backend {
-            "sqlite" => format!(
-                "  torn tail ({why}): the {} rows from seq {} on are deleted",
-                t.length, t.marker
+        out.line(&match t.at {
+            TornAt::Row(row) => format!(
+                "  torn tail ({why}): the {} rows from seq {row} on are deleted",
+                t.length
             ),
-            _ if t.recovered > 0 => format!(
-                "  torn tail ({why}): the log is cut at byte {} ({} bytes); the {} events readable from the torn frame (seq {first}..) are written again",
-                t.marker, t.length, t.recovered
+            TornAt::Byte(at) if t.recovered > 0 => format!(
+                "  torn tail ({why}): the log is cut at byte {at} ({} bytes); the {} events readable from the torn frame (seq {first}..) are written again",
+                t.length, t.recovered
             ),
-            _ => format!(
-                "  torn tail ({why}): the log is cut at byte {} ({} bytes, after seq {})",
-                t.marker,
+            TornAt::Byte(at) => format!(
+                "  torn tail ({why}): the log is cut at byte {at} ({} bytes, after seq {})",
                 t.length,
                 first as i64 - 1
             ),

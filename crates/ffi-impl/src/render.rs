@@ -44,7 +44,7 @@ pub fn cut(c: Option<&Cut>) -> String {
 fn torn(t: Option<&Torn>) -> String {
     t.map_or_else(
         || "null".to_string(),
-        |t| Value::Object(tail_object(t.marker, t.length, t.why.as_str())).to_json(),
+        |t| Value::Object(tail_object(t.at.value(), t.length, t.why.as_str())).to_json(),
     )
 }
 

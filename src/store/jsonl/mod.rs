@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use super::backend::{
     slice_of, Backend, Batch, Cut, Detached, Listed, Loaded, ProgressUnit, RangeReads,
-    ReadProgress, Stored, Streamed, Torn,
+    ReadProgress, Stored, Streamed, Torn, TornAt,
 };
 use super::writer::Hurry;
 use crate::engine::Event;
@@ -315,8 +315,8 @@ impl JsonlBackend {
 }
 
 impl Backend for JsonlBackend {
-    fn name(&self) -> &'static str {
-        "jsonl"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Jsonl
     }
 
     fn list(&mut self) -> Result<Vec<Listed>> {
@@ -452,18 +452,25 @@ impl Backend for JsonlBackend {
         let segment = encode_segment(&layout::header_js_id(header))?;
         let mut cut = None;
         if let Some(torn) = torn {
+            let TornAt::Byte(at) = torn.at else {
+                return Err(Error::new(
+                    Status::Internal,
+                    Rule::InternalUntracked,
+                    format!("a JSONL log is cut at a byte offset, not at {:?}", torn.at),
+                ));
+            };
             let state = self.state(&segment, header)?;
             state.file = None;
             // No byte leaves the log without a durable copy beside it.
-            let copy = fsio::keep_tail(&state.path, torn.marker)?;
-            fsio::truncate(&state.path, torn.marker)?;
+            let copy = fsio::keep_tail(&state.path, at)?;
+            fsio::truncate(&state.path, at)?;
             state.rollback = None;
             if let Some(marks) = self.marks.get_mut(&segment) {
-                marks.cut(torn.marker);
+                marks.cut(at);
             }
             self.forget_cursor(&segment);
             cut = copy.map(|(copy, length)| Cut {
-                at: torn.marker,
+                at,
                 length,
                 why: torn.why,
                 copy,

@@ -19,7 +19,7 @@ use super::Compression;
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
 use crate::rule::Rule;
-use crate::store::backend::{Torn, TornKind};
+use crate::store::backend::{Torn, TornAt, TornKind};
 use crate::store::platform;
 
 /// How often a read retries while the file keeps changing under it.
@@ -169,7 +169,7 @@ fn read_plain(
     let committed = head.len() + scanner.committed;
     marks.cut(committed as u64);
     let torn = (committed < total).then_some(Torn {
-        marker: committed as u64,
+        at: TornAt::Byte(committed as u64),
         recovered: 0,
         why: TornKind::PartialLine,
         length: (total - committed) as u64,
@@ -270,7 +270,7 @@ fn read_zstd(
             let committed = scanner.events.len();
             scanner.feed(&decode_torn(&sent))?;
             let torn = Torn {
-                marker: last.start as u64,
+                at: TornAt::Byte(last.start as u64),
                 recovered: scanner.events.len() - committed,
                 why: TornKind::ZeroFilled,
                 length: size - last.start as u64,
@@ -299,7 +299,7 @@ fn read_zstd(
                 scanner.feed(&decode_torn(&tail))?;
             }
             Some(Torn {
-                marker: start as u64,
+                at: TornAt::Byte(start as u64),
                 recovered: scanner.events.len() - committed,
                 why,
                 length: size - start as u64,

@@ -225,7 +225,7 @@ fn a_merged_log_cut_at_any_byte_of_its_last_frames_is_a_torn_tail() {
         // The frame the cut falls in is the torn one.
         let k = ends.iter().position(|&e| e > cut).unwrap();
         let torn = loaded.torn.as_ref().unwrap_or_else(|| panic!("cut {cut}"));
-        assert_eq!(torn.marker as usize, frames[k].start, "cut {cut}");
+        assert_eq!(torn.at.value() as usize, frames[k].start, "cut {cut}");
         let n = loaded.events.len();
         assert!(n >= counts[k - 1] && n <= counts[k], "cut {cut}: {n}");
         assert_same(&loaded.values(), &all[..n]);

@@ -53,10 +53,10 @@ fn truncation_at_every_offset_of_the_last_batch_repairs_cleanly() {
                 (None, Compression::Zstd) => assert_eq!((cut, n), (start, 12)),
                 (Some(t), Compression::None) => {
                     assert_eq!(t.recovered, 0);
-                    assert!(t.marker as usize <= cut && t.marker as usize >= start);
+                    assert!(t.at.value() as usize <= cut && t.at.value() as usize >= start);
                 }
                 (Some(t), Compression::Zstd) => {
-                    assert_eq!(t.marker as usize, start);
+                    assert_eq!(t.at.value() as usize, start);
                     assert_eq!(t.recovered, n - 12);
                     recovered_any |= t.recovered > 0;
                     if cut >= full.len() - 4 {
@@ -75,10 +75,10 @@ fn truncation_at_every_offset_of_the_last_batch_repairs_cleanly() {
             // What was cut is kept, byte for byte, beside the log.
             match (&torn, cut_made) {
                 (Some(t), Some(c)) => {
-                    let at = t.marker as usize;
+                    let at = t.at.value() as usize;
                     assert_eq!(
                         (c.at, c.length, c.why),
-                        (t.marker, (cut - at) as u64, t.why)
+                        (t.at.value(), (cut - at) as u64, t.why)
                     );
                     assert_eq!(fs::read(&c.copy).unwrap(), &full[at..cut], "cut {cut}");
                     fs::remove_file(&c.copy).unwrap();
@@ -139,7 +139,7 @@ fn a_torn_multi_block_frame_gives_back_its_complete_records() {
     for cut in (start + 1..full.len()).step_by(4999) {
         fs::write(&path, &full[..cut]).unwrap();
         let loaded = b.load("big").unwrap().unwrap();
-        assert_eq!(loaded.torn.as_ref().unwrap().marker as usize, start);
+        assert_eq!(loaded.torn.as_ref().unwrap().at.value() as usize, start);
         assert_same(&loaded.values(), &events[..loaded.values().len()]);
         seen.push(loaded.events.len());
     }
@@ -187,7 +187,7 @@ fn damage_before_a_later_turn_end_is_corruption() {
     assert_eq!(
         loaded.torn,
         Some(Torn {
-            marker: clean.len() as u64,
+            at: crate::store::backend::TornAt::Byte(clean.len() as u64),
             recovered: 0,
             why: TornKind::PartialLine,
             length: (fs::metadata(&path).unwrap().len() - clean.len() as u64),
@@ -327,7 +327,7 @@ fn a_frame_that_swallows_later_frames_is_corruption() {
     let loaded = b.load_salvaging("w").unwrap().unwrap();
     let torn = loaded.torn.as_ref().unwrap();
     assert_eq!(
-        (torn.marker as usize, torn.why),
+        (torn.at.value() as usize, torn.why),
         (last.start, TornKind::Salvaged)
     );
     assert_same(&loaded.values(), &events[..16]);

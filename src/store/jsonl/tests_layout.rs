@@ -165,7 +165,7 @@ fn zstd_listing_reads_only_the_header_frame() {
     let loaded = b.load_salvaging("z").unwrap().unwrap();
     assert!(loaded.events.is_empty());
     assert_eq!(
-        loaded.torn.map(|t| (t.marker, t.recovered, t.why)),
+        loaded.torn.map(|t| (t.at.value(), t.recovered, t.why)),
         Some((
             frames.complete[1].start as u64,
             0,
@@ -266,7 +266,7 @@ fn a_log_with_a_second_name_is_not_written() {
             e.message
         );
         let torn = Torn {
-            marker: 1,
+            at: crate::store::backend::TornAt::Byte(1),
             recovered: 0,
             why: crate::store::backend::TornKind::PartialLine,
             length: 1,

@@ -139,7 +139,7 @@ fn a_packed_tail_row_off_the_seqs_is_dropped_whole() {
         assert_eq!(
             torn,
             Torn {
-                marker: row_at as u64,
+                at: crate::store::backend::TornAt::Byte(row_at as u64),
                 recovered: 0,
                 why: TornKind::PartialLine,
                 length: (before.len() - row_at) as u64,
@@ -347,7 +347,7 @@ fn a_plain_log_cut_anywhere_loads_its_complete_lines() {
             event_texts(&events[..lines]),
             "cut {cut}"
         );
-        let torn = loaded.torn.map(|t| (t.marker, t.recovered));
+        let torn = loaded.torn.map(|t| (t.at.value(), t.recovered));
         let want = (line_end < cut).then_some((line_end as u64, 0));
         assert_eq!(torn, want, "cut {cut}");
     }

@@ -421,8 +421,8 @@ impl PostgresBackend {
 }
 
 impl Backend for PostgresBackend {
-    fn name(&self) -> &'static str {
-        "postgres"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Postgres
     }
 
     fn list(&mut self) -> Result<Vec<Listed>> {
@@ -532,10 +532,7 @@ impl Backend for PostgresBackend {
             return Err(Error::new(
                 Status::Internal,
                 Rule::InternalUntracked,
-                format!(
-                    "a PostgreSQL log has no torn tail to cut (marker {})",
-                    t.marker
-                ),
+                format!("a PostgreSQL log has no torn tail to cut (at {:?})", t.at),
             ));
         }
         self.write_batch(header, events, false, None)?;

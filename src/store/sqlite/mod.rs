@@ -66,7 +66,7 @@ use self::schema::sql_err;
 use self::sessions::{header_id_bytes, SessionRow};
 use super::backend::{
     Backend, Batch, Cut, Listed, Loaded, ProgressUnit, RangeReads, ReadProgress, Stored, Streamed,
-    Torn, TornKind,
+    Torn, TornAt, TornKind,
 };
 use super::chunk_rows::Record;
 use super::writer::Hurry;
@@ -270,8 +270,8 @@ impl SqliteBackend {
 }
 
 impl Backend for SqliteBackend {
-    fn name(&self) -> &'static str {
-        "sqlite"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Sqlite
     }
 
     fn list(&mut self) -> Result<Vec<Listed>> {
@@ -314,8 +314,8 @@ impl Backend for SqliteBackend {
             revision: self.revision_of(&session),
             header: session.header,
             events: scan.events,
-            torn: scan.torn_from.map(|marker| Torn {
-                marker,
+            torn: scan.torn_from.map(|row| Torn {
+                at: TornAt::Row(row),
                 recovered: 0,
                 why: TornKind::UndecodableRows,
                 length: torn_rows,
@@ -451,14 +451,14 @@ impl Backend for SqliteBackend {
             }
         };
         let cut_from = match (torn, torn_from) {
-            (Some(t), Some(from)) if t.marker == from => Some((from, t.why)),
+            (Some(t), Some(from)) if t.at == TornAt::Row(from) => Some((from, t.why)),
             (Some(t), _) => {
                 return Err(Error::new(
                     Status::Conflict,
                     Rule::SqliteRepairStaleTail,
                     format!(
                         "repair is stale: physical tail no longer starts at {}",
-                        t.marker
+                        t.at.value()
                     ),
                 ))
             }

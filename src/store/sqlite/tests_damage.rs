@@ -86,7 +86,7 @@ fn bad_blob_after_the_last_turn_end_is_a_torn_tail_that_repair_cuts() {
     assert_eq!(loaded.events, values(&events[..10]));
     let torn = loaded.torn.clone().unwrap();
     assert_eq!(
-        (torn.marker, torn.recovered, torn.why),
+        (torn.at.value(), torn.recovered, torn.why),
         (10, 0, TornKind::UndecodableRows)
     );
     assert!(torn.length > 0);
@@ -98,7 +98,7 @@ fn bad_blob_after_the_last_turn_end_is_a_torn_tail_that_repair_cuts() {
     )];
     // Stale or omitted markers and stale closers are refused, changing nothing.
     let stale = Torn {
-        marker: 11,
+        at: crate::store::backend::TornAt::Row(11),
         ..torn.clone()
     };
     let err = b
@@ -172,7 +172,7 @@ fn bad_zstd_after_the_last_turn_end_is_torn() {
     assert_eq!(loaded.events.len(), 12);
     let torn = loaded.torn.unwrap();
     assert_eq!(
-        (torn.marker, torn.recovered, torn.why),
+        (torn.at.value(), torn.recovered, torn.why),
         (12, 0, TornKind::UndecodableRows)
     );
 }
@@ -236,7 +236,7 @@ fn seq_gaps() {
     let loaded = b.load("s").unwrap().unwrap();
     assert_eq!(loaded.events, values(&events[..11]));
     let torn = loaded.torn.unwrap();
-    assert_eq!(torn.marker, 12);
+    assert_eq!(torn.at.value(), 12);
     let err = b
         .append(&header("s"), &[plain(13, "x/e", "{}", "")], false)
         .unwrap_err();

@@ -103,7 +103,7 @@ fn damage_in_a_long_open_turn_is_a_torn_tail() {
     assert_eq!(loaded.events, values(&events[..torn_at as usize]));
     let torn = loaded.torn.unwrap();
     assert_eq!(
-        (torn.marker, torn.recovered, torn.why),
+        (torn.at.value(), torn.recovered, torn.why),
         (torn_at, 0, TornKind::UndecodableRows)
     );
 }

@@ -253,7 +253,7 @@ fn packed_discriminator_on_a_scalar_type_is_refused() {
     );
     let loaded = b.load("s").unwrap().unwrap();
     assert_eq!(loaded.events, values(&events[..7]));
-    assert_eq!(loaded.torn.map(|t| t.marker), Some(7));
+    assert_eq!(loaded.torn.map(|t| t.at.value()), Some(7));
 }
 
 /// compression #15: packed TEXT data over 1,048,576 bytes is refused
@@ -338,7 +338,7 @@ fn malformed_packed_tail_row_is_one_removable_row() {
         let loaded = b.load("s").unwrap().unwrap();
         assert_eq!(loaded.events, values(&events[..8]), "{damage}");
         let torn = loaded.torn.clone().unwrap();
-        assert_eq!(torn.marker, 8, "{damage}");
+        assert_eq!(torn.at.value(), 8, "{damage}");
         let closers = [plain(8, "turn/end", r#"{"turn":2}"#, "")];
         b.commit_repair(&header("s"), Some(&torn), &closers)
             .unwrap();

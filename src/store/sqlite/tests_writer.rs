@@ -60,8 +60,8 @@ struct Gated {
 }
 
 impl Backend for Gated {
-    fn name(&self) -> &'static str {
-        "gated"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Other
     }
     fn list(&mut self) -> Result<Vec<crate::store::backend::Listed>> {
         self.inner.list()

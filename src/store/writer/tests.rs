@@ -30,8 +30,8 @@ thread_local! {
 }
 
 impl Backend for Flaky {
-    fn name(&self) -> &'static str {
-        "flaky"
+    fn kind(&self) -> crate::store::backend::BackendKind {
+        crate::store::backend::BackendKind::Other
     }
     fn list(&mut self) -> Result<Vec<Listed>> {
         self.inner.list()
