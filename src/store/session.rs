@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::{now_ms, ForkOptions, Notice, Store};
-use crate::engine::session::DataText;
+use crate::engine::session::{DataText, DeriveDelta};
 use crate::engine::{Event, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
@@ -91,8 +91,24 @@ impl LiveSession {
         })
     }
 
-    /// Run `f` on the open session.
-    pub fn with<T>(&self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+    /// Run `f` on the open session, to read it. The session is lent
+    /// shared, so nothing outside the store can append an event the writer
+    /// does not see; appends go through [`LiveSession::append`]:
+    ///
+    /// ```compile_fail,E0596
+    /// # fn f(live: &dsh_session::store::LiveSession) {
+    /// live.with(|s| s.append("x/y", "{}", None, 0)).unwrap();
+    /// # }
+    /// ```
+    pub fn with<T>(&self, f: impl FnOnce(&Session) -> Result<T>) -> Result<T> {
+        let guard = self.lock()?;
+        let session = guard.as_ref().ok_or_else(|| closed(&self.id))?;
+        f(session)
+    }
+
+    /// Run `f` on the open session, which it may change (its derive
+    /// cache; the store's own appends).
+    pub(crate) fn with_mut<T>(&self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
         let mut guard = self.lock()?;
         let session = guard.as_mut().ok_or_else(|| closed(&self.id))?;
         f(session)
@@ -199,7 +215,28 @@ impl LiveSession {
 
     /// The LLM message list derived from the surface, as values.
     pub fn derive(&self) -> Result<Vec<Value>> {
-        self.with(|s| s.derive())
+        self.with_mut(|s| s.derive())
+    }
+
+    /// The LLM message list as one JSON array.
+    pub fn derive_json(&self) -> Result<String> {
+        self.with_mut(|s| s.derive_json())
+    }
+
+    /// The messages a host holding `count` messages of generation
+    /// `generation` lacks (see [`Session::derive_since`]).
+    pub fn derive_since(&self, generation: u64, count: u64) -> Result<DeriveDelta> {
+        self.with_mut(|s| s.derive_since(generation, count))
+    }
+
+    /// The folded request header, if any.
+    pub fn request_header(&self) -> Result<Option<Value>> {
+        self.with_mut(|s| Ok(s.request_header()?.cloned()))
+    }
+
+    /// The data of the latest `request/context` event, if any.
+    pub fn request_context(&self) -> Result<Option<Value>> {
+        self.with_mut(|s| Ok(s.request_context()?.cloned()))
     }
 
     /// All-or-nothing batch append.

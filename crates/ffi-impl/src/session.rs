@@ -380,7 +380,7 @@ pub unsafe extern "C" fn dsh_session_derive(
     session: *mut dsh_session,
     out: *mut dsh_buf,
 ) -> dsh_status {
-    guard(out, || handles::session(session)?.with(|s| s.derive_json()))
+    guard(out, || handles::session(session)?.derive_json())
 }
 
 /// The derived messages added since a cursor the caller holds, so a host's
@@ -406,13 +406,11 @@ pub unsafe extern "C" fn dsh_session_derive_since(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        handles::session(session)?.with(|s| {
-            let d = s.derive_since(generation, count)?;
-            Ok(format!(
-                "{{\"generation\":{},\"count\":{},\"reset\":{},\"messages\":{}}}",
-                d.generation, d.count, d.reset, d.messages
-            ))
-        })
+        let d = handles::session(session)?.derive_since(generation, count)?;
+        Ok(format!(
+            "{{\"generation\":{},\"count\":{},\"reset\":{},\"messages\":{}}}",
+            d.generation, d.count, d.reset, d.messages
+        ))
     })
 }
 
@@ -428,10 +426,8 @@ pub unsafe extern "C" fn dsh_session_request_header(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        handles::session(session)?.with(|s| {
-            Ok(s.request_header()?
-                .map_or_else(|| "null".to_string(), Value::to_json))
-        })
+        let header = handles::session(session)?.request_header()?;
+        Ok(header.map_or_else(|| "null".to_string(), |v| v.to_json()))
     })
 }
 
@@ -447,9 +443,7 @@ pub unsafe extern "C" fn dsh_session_request_context(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        handles::session(session)?.with(|s| {
-            Ok(s.request_context()?
-                .map_or_else(|| "null".to_string(), Value::to_json))
-        })
+        let context = handles::session(session)?.request_context()?;
+        Ok(context.map_or_else(|| "null".to_string(), |v| v.to_json()))
     })
 }

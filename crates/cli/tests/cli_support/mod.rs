@@ -222,7 +222,7 @@ pub fn interrupted_session(store: &Arc<Store>, id: &str) -> Arc<LiveSession> {
 pub fn make_store(config: StoreConfig) -> String {
     let store = Store::open(config).expect("store");
     let demo = demo_session(&store, "demo");
-    let derived = demo.with(|s| s.derive_json()).expect("derive");
+    let derived = demo.derive_json().expect("derive");
     demo.close().expect("close");
     let open = interrupted_session(&store, "open");
     open.close().expect("close");
