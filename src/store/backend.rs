@@ -519,3 +519,40 @@ pub fn header_id(header: &Value) -> &str {
         .and_then(Value::as_str)
         .unwrap_or("")
 }
+
+/// For test backends that wrap another (`self.$inner`) to change its
+/// writes: a backend from outside the library ([`BackendKind::Other`])
+/// whose listing, reads, delete and repair are the inner backend's.
+#[cfg(test)]
+macro_rules! wrapped_backend {
+    ($inner:ident) => {
+        fn kind(&self) -> $crate::store::backend::BackendKind {
+            $crate::store::backend::BackendKind::Other
+        }
+        fn list(&mut self) -> $crate::error::Result<Vec<$crate::store::backend::Listed>> {
+            self.$inner.list()
+        }
+        fn load(
+            &mut self,
+            id: &str,
+        ) -> $crate::error::Result<Option<$crate::store::backend::Loaded>> {
+            self.$inner.load(id)
+        }
+        fn revision(&mut self, id: &str) -> $crate::error::Result<Option<String>> {
+            self.$inner.revision(id)
+        }
+        fn delete(&mut self, id: &str) -> $crate::error::Result<bool> {
+            self.$inner.delete(id)
+        }
+        fn commit_repair(
+            &mut self,
+            header: &$crate::json::Value,
+            torn: Option<&$crate::store::backend::Torn>,
+            events: &[std::sync::Arc<$crate::engine::Event>],
+        ) -> $crate::error::Result<Option<$crate::store::backend::Cut>> {
+            self.$inner.commit_repair(header, torn, events)
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use wrapped_backend;

@@ -6,12 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::backend::{Batch, Listed, Loaded, Torn};
+use super::backend::Batch;
 use super::memory::MemoryBackend;
 use super::{hurry::Hurry, Backend, CreateOptions, Store, StoreConfig};
-use crate::engine::Event;
 use crate::error::Result;
-use crate::json::Value;
 
 /// A memory backend whose writes take as long as a sync, counting writes
 /// and the batches they carry.
@@ -22,35 +20,13 @@ struct Slow {
 }
 
 impl Backend for Slow {
-    fn kind(&self) -> crate::store::backend::BackendKind {
-        crate::store::backend::BackendKind::Other
-    }
-    fn list(&mut self) -> Result<Vec<Listed>> {
-        self.inner.list()
-    }
-    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
-        self.inner.load(id)
-    }
-    fn revision(&mut self, id: &str) -> Result<Option<String>> {
-        self.inner.revision(id)
-    }
+    crate::store::backend::wrapped_backend!(inner);
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         std::thread::sleep(Duration::from_millis(2));
         self.writes.fetch_add(1, Ordering::SeqCst);
         self.batches
             .fetch_add(batches.len() as u64, Ordering::SeqCst);
         self.inner.write(batches)
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<Option<super::Cut>> {
-        self.inner.commit_repair(header, torn, events)
     }
 }
 

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::backend::{Batch, Events, Listed, Loaded, Torn};
+use super::backend::{Batch, Events};
 use super::memory::MemoryBackend;
 use super::{hurry::Hurry, Backend, CreateOptions, Store, StoreConfig};
 use crate::engine::Event;
@@ -140,18 +140,7 @@ struct FailOne {
 }
 
 impl Backend for FailOne {
-    fn kind(&self) -> crate::store::backend::BackendKind {
-        crate::store::backend::BackendKind::Other
-    }
-    fn list(&mut self) -> Result<Vec<Listed>> {
-        self.inner.list()
-    }
-    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
-        self.inner.load(id)
-    }
-    fn revision(&mut self, id: &str) -> Result<Option<String>> {
-        self.inner.revision(id)
-    }
+    crate::store::backend::wrapped_backend!(inner);
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         // As long as a sync: flushes that arrive meanwhile find the write
         // in progress even when a busy machine runs the threads one by one.
@@ -169,17 +158,6 @@ impl Backend for FailOne {
                 false => written.next().unwrap_or(Ok(())),
             })
             .collect()
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<Option<super::Cut>> {
-        self.inner.commit_repair(header, torn, events)
     }
 }
 

@@ -4,12 +4,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::backend::{Batch, Listed, Loaded, Torn};
+use super::backend::Batch;
 use super::memory::MemoryBackend;
 use super::{hurry::Hurry, Backend, CreateOptions, Store, StoreConfig};
-use crate::engine::Event;
 use crate::error::{Error, Result, Status};
-use crate::json::Value;
 use crate::rule::Rule;
 
 /// A memory backend whose appends are refused as another writer's
@@ -20,18 +18,7 @@ struct Contested {
 }
 
 impl Backend for Contested {
-    fn kind(&self) -> crate::store::backend::BackendKind {
-        crate::store::backend::BackendKind::Other
-    }
-    fn list(&mut self) -> Result<Vec<Listed>> {
-        self.inner.list()
-    }
-    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
-        self.inner.load(id)
-    }
-    fn revision(&mut self, id: &str) -> Result<Option<String>> {
-        self.inner.revision(id)
-    }
+    crate::store::backend::wrapped_backend!(inner);
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         if self.conflict.load(Ordering::SeqCst) {
             std::thread::yield_now();
@@ -43,17 +30,6 @@ impl Backend for Contested {
             return batches.iter().map(|_| Err(e.clone())).collect();
         }
         self.inner.write(batches)
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<Option<crate::store::Cut>> {
-        self.inner.commit_repair(header, torn, events)
     }
 }
 

@@ -7,11 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::backend::{Batch, Detached, Listed, Loaded, Torn};
+use super::backend::{Batch, Detached};
 use super::{hurry::Hurry, Backend, CreateOptions, Store, StoreConfig};
-use crate::engine::Event;
 use crate::error::Result;
-use crate::json::Value;
 use crate::rule::Rule;
 
 /// Counts the detached writes running at once (the most seen), each held
@@ -50,18 +48,7 @@ struct Gauged {
 }
 
 impl Backend for Gauged {
-    fn kind(&self) -> crate::store::backend::BackendKind {
-        crate::store::backend::BackendKind::Other
-    }
-    fn list(&mut self) -> Result<Vec<Listed>> {
-        self.inner.list()
-    }
-    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
-        self.inner.load(id)
-    }
-    fn revision(&mut self, id: &str) -> Result<Option<String>> {
-        self.inner.revision(id)
-    }
+    crate::store::backend::wrapped_backend!(inner);
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         self.inner.write(batches)
     }
@@ -85,17 +72,6 @@ impl Backend for Gauged {
             true => Vec::new(),
             false => results,
         }
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<Option<super::Cut>> {
-        self.inner.commit_repair(header, torn, events)
     }
 }
 

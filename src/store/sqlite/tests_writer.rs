@@ -60,34 +60,12 @@ struct Gated {
 }
 
 impl Backend for Gated {
-    fn kind(&self) -> crate::store::backend::BackendKind {
-        crate::store::backend::BackendKind::Other
-    }
-    fn list(&mut self) -> Result<Vec<crate::store::backend::Listed>> {
-        self.inner.list()
-    }
-    fn load(&mut self, id: &str) -> Result<Option<crate::store::backend::Loaded>> {
-        self.inner.load(id)
-    }
-    fn revision(&mut self, id: &str) -> Result<Option<String>> {
-        self.inner.revision(id)
-    }
+    crate::store::backend::wrapped_backend!(inner);
     fn write(&mut self, batches: &[crate::store::Batch<'_>]) -> Vec<Result<()>> {
         batches
             .iter()
             .map(|b| self.write_one(b.header, &b.events.to_slice(), b.materialize))
             .collect()
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<Option<crate::store::Cut>> {
-        self.inner.commit_repair(header, torn, events)
     }
 }
 

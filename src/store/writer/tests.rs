@@ -5,7 +5,7 @@ use crate::engine::chunked::CHUNK;
 use crate::engine::event::APPEND_ORDER;
 use crate::json::JsString;
 use crate::rule::Rule;
-use crate::store::backend::{header_id, Batch, Events, Listed, Loaded, Torn};
+use crate::store::backend::{header_id, Batch, Events};
 use crate::store::memory::MemoryBackend;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -30,18 +30,7 @@ thread_local! {
 }
 
 impl Backend for Flaky {
-    fn kind(&self) -> crate::store::backend::BackendKind {
-        crate::store::backend::BackendKind::Other
-    }
-    fn list(&mut self) -> Result<Vec<Listed>> {
-        self.inner.list()
-    }
-    fn load(&mut self, id: &str) -> Result<Option<Loaded>> {
-        self.inner.load(id)
-    }
-    fn revision(&mut self, id: &str) -> Result<Option<String>> {
-        self.inner.revision(id)
-    }
+    crate::store::backend::wrapped_backend!(inner);
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
         batches
             .iter()
@@ -60,17 +49,6 @@ impl Backend for Flaky {
                 self.inner.append(b.header, &events, b.materialize)
             })
             .collect()
-    }
-    fn delete(&mut self, id: &str) -> Result<bool> {
-        self.inner.delete(id)
-    }
-    fn commit_repair(
-        &mut self,
-        header: &Value,
-        torn: Option<&Torn>,
-        events: &[Arc<Event>],
-    ) -> Result<Option<crate::store::Cut>> {
-        self.inner.commit_repair(header, torn, events)
     }
 }
 
