@@ -32,9 +32,9 @@ echo "==> format and lints"
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The backends are cargo features of the core and of the C library (which
-# passes them down): every choice must build cleanly.
+# passes them down): every choice must build cleanly, its tests included.
 for features in "" sqlite jsonl postgres; do
-    cargo clippy --locked -p dsh-session --lib --no-default-features --features "$features" -- -D warnings
+    cargo clippy --locked -p dsh-session --all-targets --no-default-features --features "$features" -- -D warnings
     cargo clippy --locked -p dsh-session-ffi --no-default-features --features "$features" -- -D warnings
 done
 
