@@ -571,7 +571,8 @@ impl Writer {
                 // backlog takes several. With one writer, the round first
                 // waits briefly for the sessions of the last one.
                 st = self.shared.gather(st);
-                if !(st.can_start(&self.shared) && st.writable(only)) {
+                if !st.can_start(&self.shared) {
+                    // A round runs: its end wakes the flushes that wait.
                     continue;
                 }
                 let _ = write_round(&self.shared, st, self.round_scope(only));

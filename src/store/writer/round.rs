@@ -77,6 +77,11 @@ pub(super) fn write_round(
         });
     }
     if jobs.is_empty() {
+        // Flushes that waited for this round (one being gathered) try
+        // again: no round end will wake them.
+        let wake = std::mem::take(&mut st.slot_waiters);
+        drop(st);
+        wake.iter().for_each(std::thread::Thread::unpark);
         return Ok(());
     }
     st.rounds += 1;
