@@ -20,6 +20,7 @@
 //! the model, fork, and make it all durable:
 //!
 //! ```
+//! use dsh_session::engine::Intent;
 //! use dsh_session::json::{Object, Value};
 //! use dsh_session::store::{CreateOptions, ForkOptions, Store, StoreConfig};
 //!
@@ -31,12 +32,11 @@
 //!
 //! let num = |n: f64| Value::Number(n);
 //! let obj = |pairs: Vec<(&str, Value)>| Value::Object(Object::from_iter(pairs));
-//! let append = Some(obj(vec![("surfaceOp", Value::str("append"))]));
 //! let text = |t: &str| {
 //!     Value::Array(vec![obj(vec![("type", Value::str("text")), ("text", Value::str(t))])])
 //! };
-//! session.append_value("turn/start", obj(vec![("turn", num(1.0))]), None)?;
-//! session.append_value(
+//! session.append("turn/start", obj(vec![("turn", num(1.0))]), Intent::none())?;
+//! session.append(
 //!     "user/message",
 //!     obj(vec![
 //!         ("id", Value::str("u1")),
@@ -44,10 +44,10 @@
 //!         ("content", text("What is in README.md?")),
 //!         ("source", obj(vec![("kind", Value::str("user"))])),
 //!     ]),
-//!     append.clone(),
+//!     Intent::append(),
 //! )?;
-//! session.append_value("step/start", obj(vec![("turn", num(1.0)), ("step", num(1.0))]), None)?;
-//! session.append_value(
+//! session.append("step/start", obj(vec![("turn", num(1.0)), ("step", num(1.0))]), Intent::none())?;
+//! session.append(
 //!     "assistant/message",
 //!     obj(vec![
 //!         ("turn", num(1.0)),
@@ -69,11 +69,11 @@
 //!             ]),
 //!         ),
 //!     ]),
-//!     append,
+//!     Intent::append(),
 //! )?;
-//! session.append_value("step/end", obj(vec![("turn", num(1.0)), ("step", num(1.0))]), None)?;
+//! session.append("step/end", obj(vec![("turn", num(1.0)), ("step", num(1.0))]), Intent::none())?;
 //! let completed = obj(vec![("kind", Value::str("completed"))]);
-//! session.append_value("turn/end", obj(vec![("turn", num(1.0)), ("reason", completed)]), None)?;
+//! session.append("turn/end", obj(vec![("turn", num(1.0)), ("reason", completed)]), Intent::none())?;
 //!
 //! // The messages the model sees next: the user's and the assistant's.
 //! let messages = session.derive()?;

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dsh_session::engine::Vocabulary;
+use dsh_session::engine::{Intent, Vocabulary};
 use dsh_session::json::{Object, Value};
 use dsh_session::store::{
     BackendConfig, CreateOptions, ForkOptions, LiveSession, Store, StoreConfig,
@@ -143,13 +143,15 @@ fn step(
             let mut log = h.log.lock().unwrap();
             let n = tag * 1_000_000 + log.len() as u64;
             let r = match rng.below(6) {
-                0 => h
-                    .live
-                    .append_value("turn/start", obj(vec![("turn", num(1 + n % 50))]), None),
+                0 => h.live.append(
+                    "turn/start",
+                    obj(vec![("turn", num(1 + n % 50))]),
+                    Intent::none(),
+                ),
                 1 => {
                     let reason = obj(vec![("kind", Value::str("completed"))]);
                     let data = obj(vec![("turn", num(1 + n % 50)), ("reason", reason)]);
-                    h.live.append_value("turn/end", data, None)
+                    h.live.append("turn/end", data, Intent::none())
                 }
                 2 => {
                     let text = obj(vec![
@@ -162,12 +164,11 @@ fn step(
                         ("content", Value::Array(vec![text])),
                         ("source", obj(vec![("kind", Value::str("user"))])),
                     ]);
-                    let intent = obj(vec![("surfaceOp", Value::str("append"))]);
-                    h.live.append_value("user/message", data, Some(intent))
+                    h.live.append("user/message", data, Intent::append())
                 }
                 _ => h
                     .live
-                    .append_value("race/note", obj(vec![("n", num(n))]), None),
+                    .append("race/note", obj(vec![("n", num(n))]), Intent::none()),
             };
             if let Ok(e) = r {
                 log.push((e.seq, e.text().to_string()));

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dsh_session::engine::{Admission, Vocabulary};
+use dsh_session::engine::{Admission, Intent, Vocabulary};
 use dsh_session::json::{parse, Value};
 use dsh_session::store::{BackendConfig, CreateOptions, ForkOptions, Store, StoreConfig};
 use dsh_session::{Rule, Status};
@@ -65,14 +65,14 @@ fn assistant(step: &str, ids: &[Option<&str>]) -> Value {
     ))
 }
 
-fn append_intent() -> Option<Value> {
-    Some(v(r#"{"surfaceOp":"append"}"#))
+fn append_intent() -> Intent {
+    Intent::append()
 }
 
 /// Write `events` (type, data, intent) into a new session `id` of a
 /// reference-admission store, close it, and open it again.
 fn crash_and_open(
-    events: &[(&str, Value, Option<Value>)],
+    events: &[(&str, Value, Intent)],
 ) -> (
     Temp,
     dsh_session::Result<Vec<Arc<dsh_session::engine::Event>>>,
@@ -81,7 +81,7 @@ fn crash_and_open(
     let store = jsonl(&dir, Admission::Reference);
     let s = store.create(CreateOptions::with_id("r")).unwrap();
     for (ty, data, intent) in events {
-        s.append_value(ty, data.clone(), intent.clone()).unwrap();
+        s.append(ty, data.clone(), intent.clone()).unwrap();
     }
     s.close().unwrap();
     let before = files(&dir.0);
@@ -103,7 +103,11 @@ fn crash_and_open(
 #[test]
 fn r1_a_turn_numbered_other_than_a_safe_integer_refuses_the_open_and_writes_nothing() {
     for turn in ["0", "-1", "1.5", r#""1""#] {
-        let events = [("turn/start", v(&format!(r#"{{"turn":{turn}}}"#)), None)];
+        let events = [(
+            "turn/start",
+            v(&format!(r#"{{"turn":{turn}}}"#)),
+            Intent::none(),
+        )];
         let (_dir, opened) = crash_and_open(&events);
         let e = opened.unwrap_err();
         assert_eq!(
@@ -121,8 +125,8 @@ fn r1_a_turn_numbered_other_than_a_safe_integer_refuses_the_open_and_writes_noth
 #[test]
 fn r2_a_null_turn_is_not_open_no_closers_and_no_fork_at_the_end() {
     let events = [
-        ("turn/start", v(r#"{"turn":null}"#), None),
-        ("test/note", v("{}"), None),
+        ("turn/start", v(r#"{"turn":null}"#), Intent::none()),
+        ("test/note", v("{}"), Intent::none()),
     ];
     let (dir, opened) = crash_and_open(&events);
     assert!(opened.unwrap().is_empty(), "a null turn got closers");
@@ -141,8 +145,8 @@ fn r2_a_null_turn_is_not_open_no_closers_and_no_fork_at_the_end() {
 fn r3_r4_a_pending_call_whose_id_is_not_a_non_empty_string_refuses_the_open() {
     for ids in [[Some(r#""""#)], [Some("7")], [None]] {
         let events = [
-            ("turn/start", v(r#"{"turn":1}"#), None),
-            ("step/start", v(r#"{"turn":1,"step":1}"#), None),
+            ("turn/start", v(r#"{"turn":1}"#), Intent::none()),
+            ("step/start", v(r#"{"turn":1,"step":1}"#), Intent::none()),
             ("assistant/message", assistant("1", &ids), append_intent()),
         ];
         let (_dir, opened) = crash_and_open(&events);
@@ -167,8 +171,8 @@ fn r4_calls_keyed_as_stored_a_numbered_call_is_not_a_string_call() {
         r#"{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"7"},"content":[{"type":"tool-result","toolCallId":"7","content":[]}]}}"#,
     );
     let events = [
-        ("turn/start", v(r#"{"turn":1}"#), None),
-        ("step/start", v(r#"{"turn":1,"step":1}"#), None),
+        ("turn/start", v(r#"{"turn":1}"#), Intent::none()),
+        ("step/start", v(r#"{"turn":1,"step":1}"#), Intent::none()),
         (
             "assistant/message",
             assistant("1", &[Some("7"), Some(r#""7""#)]),
@@ -189,8 +193,8 @@ fn r5_a_null_step_gets_no_step_end_and_a_missing_step_one_without_a_number() {
             v(&format!(r#"{{"turn":1,"step":{step}}}"#))
         };
         let events = [
-            ("turn/start", v(r#"{"turn":1}"#), None),
-            ("step/start", start, None),
+            ("turn/start", v(r#"{"turn":1}"#), Intent::none()),
+            ("step/start", start, Intent::none()),
         ];
         let (_dir, opened) = crash_and_open(&events);
         let closers = opened.unwrap();
@@ -215,7 +219,11 @@ fn strict_admission_refuses_the_values_repair_cannot_close() {
     let s = store.create(CreateOptions::with_id("s")).unwrap();
     for turn in ["0", "-1", "1.5", r#""1""#, "null"] {
         let e = s
-            .append_value("turn/start", v(&format!(r#"{{"turn":{turn}}}"#)), None)
+            .append(
+                "turn/start",
+                v(&format!(r#"{{"turn":{turn}}}"#)),
+                Intent::none(),
+            )
             .unwrap_err();
         assert_eq!(
             (e.status, e.rule),
@@ -223,25 +231,25 @@ fn strict_admission_refuses_the_values_repair_cannot_close() {
             "{turn}"
         );
     }
-    s.append_value("turn/start", v(r#"{"turn":1}"#), None)
+    s.append("turn/start", v(r#"{"turn":1}"#), Intent::none())
         .unwrap();
     for step in [
         r#"{"turn":1,"step":null}"#,
         r#"{"turn":1}"#,
         r#"{"turn":1,"step":0}"#,
     ] {
-        let e = s.append_value("step/start", v(step), None).unwrap_err();
+        let e = s.append("step/start", v(step), Intent::none()).unwrap_err();
         assert_eq!(
             (e.status, e.rule),
             (Status::Rejected, Rule::AdmitStepShape),
             "{step}"
         );
     }
-    s.append_value("step/start", v(r#"{"turn":1,"step":1}"#), None)
+    s.append("step/start", v(r#"{"turn":1,"step":1}"#), Intent::none())
         .unwrap();
     for ids in [[Some(r#""""#)], [Some("7")], [None]] {
         let e = s
-            .append_value("assistant/message", assistant("1", &ids), append_intent())
+            .append("assistant/message", assistant("1", &ids), append_intent())
             .unwrap_err();
         assert_eq!(
             (e.status, e.rule),
@@ -249,7 +257,7 @@ fn strict_admission_refuses_the_values_repair_cannot_close() {
             "{ids:?}"
         );
     }
-    s.append_value(
+    s.append(
         "assistant/message",
         assistant("1", &[Some(r#""c1""#)]),
         append_intent(),
@@ -265,7 +273,7 @@ fn strict_admission_refuses_the_values_repair_cannot_close() {
 
 /// A random event in an agent-like order, sometimes with the malformed
 /// values strict admission must refuse.
-fn random_event(rng: &mut Lcg, turn: &mut u64, step: &mut u64) -> (String, Value, Option<Value>) {
+fn random_event(rng: &mut Lcg, turn: &mut u64, step: &mut u64) -> (String, Value, Intent) {
     let bad_number = |rng: &mut Lcg, good: u64| -> String {
         if rng.below(8) == 0 {
             rng.pick(&["0", "-1", "1.5", r#""2""#, "null"]).to_string()
@@ -278,21 +286,25 @@ fn random_event(rng: &mut Lcg, turn: &mut u64, step: &mut u64) -> (String, Value
             *turn += 1;
             *step = 0;
             let t = bad_number(rng, *turn);
-            ("turn/start".into(), v(&format!(r#"{{"turn":{t}}}"#)), None)
+            (
+                "turn/start".into(),
+                v(&format!(r#"{{"turn":{t}}}"#)),
+                Intent::none(),
+            )
         }
         2 => {
             let data = format!(r#"{{"turn":{},"reason":{{"kind":"completed"}}}}"#, *turn);
-            ("turn/end".into(), v(&data), None)
+            ("turn/end".into(), v(&data), Intent::none())
         }
         3 | 4 => {
             *step += 1;
             let s = bad_number(rng, *step);
             let data = format!(r#"{{"turn":{},"step":{s}}}"#, *turn);
-            ("step/start".into(), v(&data), None)
+            ("step/start".into(), v(&data), Intent::none())
         }
         5 => {
             let data = format!(r#"{{"turn":{},"step":{}}}"#, *turn, *step);
-            ("step/end".into(), v(&data), None)
+            ("step/end".into(), v(&data), Intent::none())
         }
         6 | 7 => {
             let n = rng.below(3);
@@ -313,7 +325,7 @@ fn random_event(rng: &mut Lcg, turn: &mut u64, step: &mut u64) -> (String, Value
                 r#"{{"turn":{},"step":{},"callId":"{id}","name":"read","arguments":{{}}}}"#,
                 *turn, *step
             );
-            ("tool/call".into(), v(&data), None)
+            ("tool/call".into(), v(&data), Intent::none())
         }
         9 => {
             let id = format!("c{}", rng.below(5));
@@ -325,7 +337,7 @@ fn random_event(rng: &mut Lcg, turn: &mut u64, step: &mut u64) -> (String, Value
             );
             ("tool/result".into(), v(&data), append_intent())
         }
-        _ => ("test/note".into(), v(r#"{"x":1}"#), None),
+        _ => ("test/note".into(), v(r#"{"x":1}"#), Intent::none()),
     }
 }
 
@@ -347,10 +359,7 @@ fn every_prefix_of_a_strict_session_reopens_after_repair_twice() {
         let mut accepted = Vec::new();
         for _ in 0..40 {
             let (ty, data, intent) = random_event(&mut rng, &mut turn, &mut step);
-            if probe
-                .append_value(&ty, data.clone(), intent.clone())
-                .is_ok()
-            {
+            if probe.append(&ty, data.clone(), intent.clone()).is_ok() {
                 accepted.push((ty, data, intent));
             }
         }
@@ -359,7 +368,7 @@ fn every_prefix_of_a_strict_session_reopens_after_repair_twice() {
             let id = format!("p{n}-{k}");
             let s = store.create(CreateOptions::with_id(&id)).unwrap();
             for (ty, data, intent) in &accepted[..k] {
-                s.append_value(ty, data.clone(), intent.clone()).unwrap();
+                s.append(ty, data.clone(), intent.clone()).unwrap();
             }
             s.close().unwrap();
             for round in 0..2 {

@@ -75,6 +75,12 @@ fn same(a: &str, b: &str, what: &str) {
     }
 }
 
+/// Events as one JSON array of their texts.
+fn events_text(events: &[std::sync::Arc<dsh_session::engine::Event>]) -> String {
+    let texts: Vec<&str> = events.iter().map(|e| e.text()).collect();
+    format!("[{}]", texts.join(","))
+}
+
 #[test]
 fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
     let dir = Temp(std::env::temp_dir().join(format!("dsh-merge-{}", std::process::id())));
@@ -99,7 +105,10 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
                     // Its repair closes the open turn in memory: the
                     // stored events come first.
                     let json = rs
-                        .with(|x| x.events_json(0, x.events().len() - closers.len()))
+                        .with(|x| {
+                            x.events_in(0, x.events().len() - closers.len())
+                                .map(|e| events_text(&e))
+                        })
                         .unwrap();
                     reads.push(json);
                     rs.close().unwrap();
@@ -113,7 +122,7 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
     let mut seed = 3;
     let (mut most, mut merged_while_open) = (0, false);
     for turn in 1..=120 {
-        s.append("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
+        s.append_text("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
             .unwrap();
         for step in 1..=3 {
             for i in 0..8 {
@@ -121,9 +130,9 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
                     r#"{{"turn":{turn},"step":{step},"chunk":{{"type":"text-delta","index":{i},"text":"{}"}}}}"#,
                     words(&mut seed, 30)
                 );
-                s.append("assistant/chunk", &data, None).unwrap();
+                s.append_text("assistant/chunk", &data, None).unwrap();
             }
-            s.append(
+            s.append_text(
                 "step/end",
                 &format!(r#"{{"turn":{turn},"step":{step}}}"#),
                 None,
@@ -134,7 +143,7 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
             merged_while_open |= now > 0 && now < most;
             most = most.max(now);
         }
-        s.append(
+        s.append_text(
             "turn/end",
             &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
             None,
@@ -143,7 +152,12 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
         s.flush().unwrap();
     }
     let (written, count) = s
-        .with(|x| Ok((x.events_json(0, usize::MAX)?, x.events().len())))
+        .with(|x| {
+            Ok((
+                x.events_in(0, usize::MAX).map(|e| events_text(&e))?,
+                x.events().len(),
+            ))
+        })
         .unwrap();
     // Give the writer its idle moment, as the model call after a flush does.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -184,7 +198,9 @@ fn per_step_flushes_are_merged_while_idle_and_read_back_exactly() {
     } = store.open_session("m").unwrap();
     assert!(closers.is_empty());
     // The open marks the resume with a session/end-seed after them.
-    let reopened = s.with(|x| x.events_json(0, count)).unwrap();
+    let reopened = s
+        .with(|x| x.events_in(0, count).map(|e| events_text(&e)))
+        .unwrap();
     same(&reopened, &written, "the reopened session");
     s.close().unwrap();
     drop(store);

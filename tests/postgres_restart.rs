@@ -54,16 +54,16 @@ fn a_server_restart_mid_batch_loses_no_acknowledged_event_and_duplicates_none() 
             let (mut appended, mut acked, mut failed) = (0u64, 0u64, 0u64);
             let mut turn = 1;
             while !stop_writing.load(Ordering::SeqCst) {
-                s.append("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
+                s.append_text("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
                     .unwrap();
                 for i in 0..40 {
                     let data = format!(
                         r#"{{"turn":{turn},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"w{i} {}"}}}}"#,
                         "x".repeat(300)
                     );
-                    s.append("assistant/chunk", &data, None).unwrap();
+                    s.append_text("assistant/chunk", &data, None).unwrap();
                 }
-                s.append(
+                s.append_text(
                     "turn/end",
                     &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
                     None,

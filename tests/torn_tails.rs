@@ -38,18 +38,18 @@ fn write_session(dir: &Path, zstd: bool, turns: u64) -> (PathBuf, Vec<String>) {
     let mut keep = |e: Arc<Event>| texts.push(e.text().to_string());
     for turn in 1..=turns {
         keep(
-            live.append("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
+            live.append_text("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
                 .unwrap(),
         );
         for step in 1..=2 {
             let data = format!(
                 r#"{{"turn":{turn},"step":{step},"chunk":{{"type":"text-delta","index":0,"text":"step {step} of turn {turn}, some words to compress"}}}}"#
             );
-            keep(live.append("assistant/chunk", &data, None).unwrap());
+            keep(live.append_text("assistant/chunk", &data, None).unwrap());
             live.flush().unwrap();
         }
         let end = format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#);
-        keep(live.append("turn/end", &end, None).unwrap());
+        keep(live.append_text("turn/end", &end, None).unwrap());
         live.flush().unwrap();
     }
     live.close().unwrap();

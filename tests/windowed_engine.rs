@@ -28,7 +28,8 @@ fn user(s: &mut Session, i: usize, intent: &str) -> Arc<Event> {
     let data = format!(
         r#"{{"id":"u{i}","role":"user","content":[{{"type":"text","text":"m{i}"}}],"source":{{"kind":"user"}}}}"#
     );
-    s.append("user/message", &data, Some(intent), 1).unwrap()
+    s.append_text("user/message", &data, Some(intent), 1)
+        .unwrap()
 }
 
 fn session(n: usize) -> Session {
@@ -38,7 +39,7 @@ fn session(n: usize) -> Session {
         if i % 3 == 0 {
             user(&mut s, i, r#"{"surfaceOp":"append"}"#);
         } else {
-            s.append("plugin/x", &format!(r#"{{"i":{i}}}"#), None, 1)
+            s.append_text("plugin/x", &format!(r#"{{"i":{i}}}"#), None, 1)
                 .unwrap();
         }
     }
@@ -80,13 +81,13 @@ fn reads_reach_storage_only_before_the_window() {
     // A read of old events: one chunk read per chunk touched.
     let before = reads();
     assert_eq!(
-        s.events_json(10, 20).unwrap(),
-        twin.events_json(10, 20).unwrap()
+        s.events_in(10, 20).unwrap(),
+        twin.events_in(10, 20).unwrap()
     );
     assert_eq!(reads(), before + 1);
     // A full derive reads each evicted chunk holding a message once.
     let before = reads();
-    assert_eq!(s.derive_json().unwrap(), twin.derive_json().unwrap());
+    assert_eq!(s.derive().unwrap(), twin.derive().unwrap());
     assert_eq!(
         reads(),
         before + s.events().full_chunks() - s.resident_events() / CHUNK

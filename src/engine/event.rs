@@ -276,11 +276,6 @@ impl Event {
         out.push_str(&self.text);
     }
 
-    /// The event as JSON text.
-    pub fn to_json(&self) -> String {
-        self.text.to_string()
-    }
-
     /// The event as a JSON value (used by pure folds and tests).
     pub fn to_value(&self) -> Value {
         json::parse(&self.text).expect("event text is canonical JSON")
@@ -343,17 +338,4 @@ pub fn typed_log(values: Vec<Value>) -> Result<Vec<Event>> {
             Ok(e)
         })
         .collect()
-}
-
-/// Serialize a list of events as a JSON array.
-pub fn events_to_json<'a>(events: impl IntoIterator<Item = &'a Event>) -> String {
-    let mut out = String::from("[");
-    for (i, e) in events.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        e.write_json(&mut out);
-    }
-    out.push(']');
-    out
 }

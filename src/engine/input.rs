@@ -71,6 +71,13 @@ impl<'a> DataText<'a> {
     }
 }
 
+impl<'a> From<&'a String> for DataText<'a> {
+    /// Text not checked yet.
+    fn from(text: &'a String) -> DataText<'a> {
+        DataText::from(text.as_str())
+    }
+}
+
 impl<'a> From<&'a str> for DataText<'a> {
     /// Text not checked yet.
     fn from(text: &'a str) -> DataText<'a> {
@@ -82,7 +89,7 @@ impl<'a> From<&'a str> for DataText<'a> {
 }
 
 /// Where the surface intent of one append comes from.
-pub(super) enum Intent<'a> {
+pub(super) enum IntentArg<'a> {
     /// No intent.
     None,
     /// Intent JSON text.
@@ -110,7 +117,7 @@ pub(super) fn parse_checked_input(text: &str, what: &str) -> Result<(Value, bool
 pub(super) fn check_input(
     ty: &str,
     data: &Data<'_>,
-    intent: Intent<'_>,
+    intent: IntentArg<'_>,
 ) -> Result<(Option<Value>, Option<Value>, Option<Value>)> {
     if let Data::Value(v, false) = data {
         if !v.is_lossless() {
@@ -134,12 +141,12 @@ pub(super) fn check_input(
     }
     // The intent is parsed only after the data checks passed.
     let (intent, intent_lossless) = match intent {
-        Intent::None => (None, true),
-        Intent::Text(t) => {
+        IntentArg::None => (None, true),
+        IntentArg::Text(t) => {
             let (v, lossless) = parse_checked_input(t, "intent")?;
             (Some(v), lossless)
         }
-        Intent::Value(v) => (v, false),
+        IntentArg::Value(v) => (v, false),
     };
     let (sources, op, ignorable) = match intent.filter(|i| !i.is_null()).map(Value::into_object) {
         None => (None, None, None),
@@ -174,7 +181,7 @@ pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<
     check_input(
         ty,
         &Data::from_text(data.into())?,
-        intent.map_or(Intent::None, Intent::Text),
+        intent.map_or(IntentArg::None, IntentArg::Text),
     )
     .map(|_| ())
 }

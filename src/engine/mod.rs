@@ -6,6 +6,7 @@ pub mod chunked;
 pub mod derive;
 pub mod event;
 mod input;
+mod intent;
 pub mod log;
 pub mod repair;
 pub mod request;
@@ -18,5 +19,6 @@ pub mod window;
 
 pub use admission::{Admission, Policy, Vocabulary};
 pub use event::Event;
+pub use intent::{Intent, NewEvent, SurfaceOp};
 pub use session::{Seed, Session};
 pub use surface::{Markers, Surface};

@@ -9,7 +9,8 @@ use super::chunked::CHUNK;
 use super::derive::DeriveCache;
 use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
 pub use super::input::{check_append_input, parse_input, DataText};
-use super::input::{check_input, ignorable_marker, Data, Intent};
+use super::input::{check_input, ignorable_marker, Data, IntentArg};
+pub use super::intent::{Intent, NewEvent, SurfaceOp};
 use super::request::RequestFolds;
 use super::seed::{self, SeedMode};
 use super::surface::{Candidate, CandidateData, EventLookup, Markers, Plan, Surface};
@@ -26,17 +27,18 @@ pub enum Seed {
     Events(Vec<Arc<Event>>),
 }
 
-/// The answer of [`Session::derive_since`].
+/// The answer of [`Session::derive_since`]: the messages as values, or
+/// (`DeriveDelta<String>`, the C ABI's form) as one JSON array.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeriveDelta {
+pub struct DeriveDelta<M = Vec<Value>> {
     /// The replace generation now (the cursor to pass next time).
     pub generation: u64,
     /// The number of derived messages now (the cursor to pass next time).
     pub count: u64,
     /// True when the cursor was invalidated: `messages` is the whole list.
     pub reset: bool,
-    /// The new messages (or all of them after a reset) as a JSON array.
-    pub messages: String,
+    /// The new messages (or all of them after a reset).
+    pub messages: M,
 }
 
 pub use super::log::Log;
@@ -323,7 +325,7 @@ impl Session {
         &self,
         ty: &str,
         data: Data<'_>,
-        intent: Intent<'_>,
+        intent: IntentArg<'_>,
         now: i64,
     ) -> Result<(Event, Plan)> {
         // check_input proves data and surface metadata lossless.
@@ -370,36 +372,40 @@ impl Session {
         self.prepare(
             ty,
             Data::from_text(data)?,
-            intent.map_or(Intent::None, Intent::Text),
+            intent.map_or(IntentArg::None, IntentArg::Text),
             now,
         )
     }
 
-    /// `append(type, data, intent)` with data and intent as JSON text.
+    /// `append(type, data, intent)`: check the event against the log and
+    /// the surface and commit it.
     pub fn append(
         &mut self,
         ty: &str,
-        data: &str,
-        intent: Option<&str>,
+        data: Value,
+        intent: &Intent,
         now: i64,
     ) -> Result<Arc<Event>> {
-        self.append_text(ty, data.into(), intent, now)
+        self.append_value(ty, data, intent.to_value(), now)
     }
 
-    /// [`Session::append`] with `data` possibly checked canonical already.
-    pub fn append_text(
+    /// [`Session::append`] with `data` and the intent as JSON text (`data`
+    /// possibly checked canonical already): the C ABI's fast path, which
+    /// reads canonical text in place.
+    #[doc(hidden)]
+    pub fn append_text<'a>(
         &mut self,
         ty: &str,
-        data: DataText<'_>,
+        data: impl Into<DataText<'a>>,
         intent: Option<&str>,
         now: i64,
     ) -> Result<Arc<Event>> {
-        let (event, plan) = self.prepare_text(ty, data, intent, now)?;
+        let (event, plan) = self.prepare_text(ty, data.into(), intent, now)?;
         Ok(self.commit(event, &plan))
     }
 
-    /// `append` with already parsed values.
-    pub fn append_value(
+    /// `append` with the intent as the object the text form gives.
+    fn append_value(
         &mut self,
         ty: &str,
         data: Value,
@@ -407,12 +413,25 @@ impl Session {
         now: i64,
     ) -> Result<Arc<Event>> {
         let (event, plan) =
-            self.prepare(ty, Data::Value(data, false), Intent::Value(intent), now)?;
+            self.prepare(ty, Data::Value(data, false), IntentArg::Value(intent), now)?;
         Ok(self.commit(event, &plan))
     }
 
-    /// The event `append` would commit now; nothing changes.
-    pub fn validate(&self, ty: &str, data: &str, intent: Option<&str>, now: i64) -> Result<Event> {
+    /// The event [`Session::append`] would commit now; nothing changes.
+    pub fn validate(&self, ty: &str, data: Value, intent: &Intent, now: i64) -> Result<Event> {
+        let intent = IntentArg::Value(intent.to_value());
+        Ok(self.prepare(ty, Data::Value(data, false), intent, now)?.0)
+    }
+
+    /// [`Session::validate`] with JSON text (the C ABI's door).
+    #[doc(hidden)]
+    pub fn validate_text<'a>(
+        &self,
+        ty: &str,
+        data: impl Into<DataText<'a>>,
+        intent: Option<&str>,
+        now: i64,
+    ) -> Result<Event> {
         Ok(self.prepare_text(ty, data.into(), intent, now)?.0)
     }
 

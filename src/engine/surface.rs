@@ -519,43 +519,6 @@ pub struct Fold {
     pub replacements: Vec<Replacement>,
 }
 
-impl Fold {
-    /// `{"nodes":[...],"replacements":[{"seq","start","end","shadowedSeqs"}]}`.
-    pub fn to_json(&self) -> String {
-        use std::fmt::Write;
-        let mut out = String::from("{\"nodes\":");
-        write_seqs(&mut out, self.surface.nodes());
-        out.push_str(",\"replacements\":[");
-        for (i, r) in self.replacements.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(
-                out,
-                "{{\"seq\":{},\"start\":{},\"end\":{},\"shadowedSeqs\":",
-                r.seq, r.start, r.end
-            );
-            write_seqs(&mut out, &r.shadowed);
-            out.push('}');
-        }
-        out.push_str("]}");
-        out
-    }
-}
-
-/// Write `[1,2,3]`.
-pub fn write_seqs<'a>(out: &mut String, seqs: impl IntoIterator<Item = &'a u64>) {
-    use std::fmt::Write;
-    out.push('[');
-    for (i, s) in seqs.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let _ = write!(out, "{s}");
-    }
-    out.push(']');
-}
-
 /// An explicit log given as JSON values (the pure fold's input).
 pub struct ValueLog<'a>(pub &'a [Value]);
 

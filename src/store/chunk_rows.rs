@@ -72,13 +72,6 @@ pub struct PackedRow {
 }
 
 impl PackedRow {
-    /// The JSONL record `{"type","seq0","time0","data"}`.
-    pub fn to_json(&self) -> String {
-        let mut out = String::with_capacity(self.data.len() + 64);
-        self.write_json(&mut out);
-        out
-    }
-
     /// Append the JSONL record `{"type","seq0","time0","data"}` to `out`.
     pub fn write_json(&self, out: &mut String) {
         use std::fmt::Write;

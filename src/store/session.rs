@@ -7,8 +7,9 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::{now_ms, ForkOptions, Notice, Store};
+use crate::engine::admission::Admission;
 use crate::engine::session::{DataText, DeriveDelta};
-use crate::engine::{Event, Session};
+use crate::engine::{Event, Intent, NewEvent, Session};
 use crate::error::{Error, Result, Status};
 use crate::json::Value;
 use crate::rule::Rule;
@@ -24,6 +25,27 @@ thread_local! {
     /// it waits for the writer.
     pub(crate) static FLUSH_CHECKED: crate::store::faults::Slot<(), Error> =
         const { crate::store::faults::Slot::new() };
+}
+
+/// What a live session is now ([`LiveSession::info`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// The session header.
+    pub header: Value,
+    /// The number of events (the next seq).
+    pub length: u64,
+    /// The seq of the first event after the seed.
+    pub first_live_seq: u64,
+    /// The surface's replace generation.
+    pub replace_generation: u64,
+    /// The open turn, if any.
+    pub open_turn: Option<Value>,
+    /// The admission appends are checked under.
+    pub admission: Admission,
+    /// The host event types the store declared.
+    pub event_types: Vec<String>,
 }
 
 /// A session handed out by a store.
@@ -185,19 +207,40 @@ impl LiveSession {
         Ok(events)
     }
 
-    /// `append(type, data, intent)`.
-    pub fn append(&self, ty: &str, data: &str, intent: Option<&str>) -> Result<Arc<Event>> {
-        self.append_text(ty, data.into(), intent)
+    /// `append(type, data, intent)`: check the event against the log and
+    /// the surface, commit it and hand it to the writer (no disk I/O unless
+    /// the batch window is 0); [`LiveSession::flush`] makes it durable.
+    ///
+    /// ```
+    /// use dsh_session::engine::Intent;
+    /// use dsh_session::json::Value;
+    /// use dsh_session::store::{CreateOptions, Store, StoreConfig};
+    ///
+    /// let store = Store::open(StoreConfig::memory())?;
+    /// let live = store.create(CreateOptions::with_id("s1"))?;
+    /// let start = Value::obj([("turn", Value::num(1.0))]);
+    /// let e = live.append("turn/start", start, Intent::none())?;
+    /// live.flush()?;
+    /// assert_eq!(live.open_turn()?, Some(Value::num(1.0)));
+    /// assert_eq!(live.events(e.seq, u64::MAX)?[0].data_text(), r#"{"turn":1}"#);
+    /// # Ok::<(), dsh_session::Error>(())
+    /// ```
+    pub fn append(&self, ty: &str, data: Value, intent: Intent) -> Result<Arc<Event>> {
+        let mut v = self.commit(|s, now| Ok(vec![s.append(ty, data, &intent, now)?]))?;
+        Ok(v.remove(0))
     }
 
-    /// [`LiveSession::append`] with `data` possibly checked canonical
-    /// already (the C ABI checks it while it checks the bytes are UTF-8).
-    pub fn append_text(
+    /// [`LiveSession::append`] with `data` and the intent as JSON text,
+    /// `data` possibly checked canonical already (the C ABI checks it while
+    /// it checks the bytes are UTF-8): the ABI's fast path.
+    #[doc(hidden)]
+    pub fn append_text<'a>(
         &self,
         ty: &str,
-        data: DataText<'_>,
+        data: impl Into<DataText<'a>>,
         intent: Option<&str>,
     ) -> Result<Arc<Event>> {
+        let data = data.into();
         if self.check_reentrant().is_err() {
             // docs/errors.md §3.1: the input checks come before `append.reentrant`.
             crate::engine::session::check_append_input(ty, data.as_str(), intent)?;
@@ -206,27 +249,116 @@ impl LiveSession {
         Ok(v.remove(0))
     }
 
-    /// `append` with the data and intent as values: the typed form of
-    /// [`LiveSession::append`], held to the same rules.
-    pub fn append_value(&self, ty: &str, data: Value, intent: Option<Value>) -> Result<Arc<Event>> {
-        let mut v = self.commit(|s, now| Ok(vec![s.append_value(ty, data, intent, now)?]))?;
-        Ok(v.remove(0))
+    /// All-or-nothing append of `events`: each is checked against the state
+    /// after the ones before it; on the first refusal nothing is committed
+    /// and the error carries the item's index.
+    pub fn append_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Arc<Event>>> {
+        self.commit(|s, now| s.append_batch(events, now))
     }
 
-    /// The LLM message list derived from the surface, as values.
+    /// [`LiveSession::append_batch`] of `[{"type","data","intent"?}, ...]`
+    /// JSON text, possibly checked canonical already (the ABI's door).
+    #[doc(hidden)]
+    pub fn append_batch_text<'a>(&self, batch: impl Into<DataText<'a>>) -> Result<Vec<Arc<Event>>> {
+        let batch = batch.into();
+        self.commit(|s, now| s.append_batch_text(batch, now))
+    }
+
+    /// The event [`LiveSession::append`] would commit now; nothing changes.
+    pub fn validate(&self, ty: &str, data: Value, intent: &Intent) -> Result<Event> {
+        self.with(|s| s.validate(ty, data, intent, now_ms()))
+    }
+
+    /// [`LiveSession::validate`] with JSON text (the ABI's door).
+    #[doc(hidden)]
+    pub fn validate_text<'a>(
+        &self,
+        ty: &str,
+        data: impl Into<DataText<'a>>,
+        intent: Option<&str>,
+    ) -> Result<Event> {
+        let data = data.into();
+        self.with(|s| s.validate_text(ty, data, intent, now_ms()))
+    }
+
+    /// The session header.
+    pub fn header(&self) -> Result<Value> {
+        self.with(|s| Ok(s.header().clone()))
+    }
+
+    /// The number of events in the log (the next seq).
+    pub fn next_seq(&self) -> Result<u64> {
+        self.with(|s| Ok(s.events().len() as u64))
+    }
+
+    /// What [`LiveSession::info`] tells about the session now.
+    pub fn info(&self) -> Result<SessionInfo> {
+        self.with(|s| {
+            let policy = s.policy();
+            Ok(SessionInfo {
+                id: s.id().to_string(),
+                header: s.header().clone(),
+                length: s.events().len() as u64,
+                first_live_seq: s.first_live_seq(),
+                replace_generation: s.surface().generation(),
+                open_turn: s.open_turn()?,
+                admission: policy.admission,
+                event_types: policy.vocabulary.declared().map(str::to_string).collect(),
+            })
+        })
+    }
+
+    /// The events with `from <= seq < to` (`to` past the end stops at the
+    /// end; evicted events are read back from the store).
+    pub fn events(&self, from: u64, to: u64) -> Result<Vec<Arc<Event>>> {
+        self.with(|s| {
+            let to = to.min(s.events().len() as u64);
+            s.events_in(from.min(to) as usize, to as usize)
+        })
+    }
+
+    /// The seqs of the surface nodes, in surface order, and the replace
+    /// generation.
+    pub fn surface(&self) -> Result<(Vec<u64>, u64)> {
+        self.with(|s| {
+            let surface = s.surface();
+            Ok((surface.nodes().to_vec(), surface.generation()))
+        })
+    }
+
+    /// The open turn (the `turn` of a `turn/start` not ended yet), if any.
+    pub fn open_turn(&self) -> Result<Option<Value>> {
+        self.with(|s| s.open_turn())
+    }
+
+    /// The derived LLM message list (docs/events.md §9), as values.
     pub fn derive(&self) -> Result<Vec<Value>> {
         self.with_mut(|s| s.derive())
     }
 
-    /// The LLM message list as one JSON array.
+    /// The derived message list as one JSON array (the ABI's door).
+    #[doc(hidden)]
     pub fn derive_json(&self) -> Result<String> {
         self.with_mut(|s| s.derive_json())
+    }
+
+    /// Call `f(seq, text)` with each derived message's JSON text, in list
+    /// order, a page at a time (see [`Session::visit_derived`]).
+    pub fn visit_derived(&self, f: impl FnMut(u64, &str) -> bool) -> Result<()> {
+        self.with_mut(|s| s.visit_derived(f))
     }
 
     /// The messages a host holding `count` messages of generation
     /// `generation` lacks (see [`Session::derive_since`]).
     pub fn derive_since(&self, generation: u64, count: u64) -> Result<DeriveDelta> {
         self.with_mut(|s| s.derive_since(generation, count))
+    }
+
+    /// [`LiveSession::derive_since`] with the messages as one JSON array
+    /// (the ABI's door).
+    #[doc(hidden)]
+    pub fn derive_since_json(&self, generation: u64, count: u64) -> Result<DeriveDelta<String>> {
+        self.with_mut(|s| s.derive_since_json(generation, count))
     }
 
     /// The folded request header, if any.
@@ -237,22 +369,6 @@ impl LiveSession {
     /// The data of the latest `request/context` event, if any.
     pub fn request_context(&self) -> Result<Option<Value>> {
         self.with_mut(|s| Ok(s.request_context()?.cloned()))
-    }
-
-    /// All-or-nothing batch append.
-    pub fn append_batch(&self, batch: &str) -> Result<Vec<Arc<Event>>> {
-        self.append_batch_text(batch.into())
-    }
-
-    /// [`LiveSession::append_batch`] with the text possibly checked
-    /// canonical already.
-    pub fn append_batch_text(&self, batch: DataText<'_>) -> Result<Vec<Arc<Event>>> {
-        self.commit(|s, now| s.append_batch_text(batch, now))
-    }
-
-    /// The event `append` would commit now.
-    pub fn validate(&self, ty: &str, data: &str, intent: Option<&str>) -> Result<Event> {
-        self.with(|s| s.validate(ty, data, intent, now_ms()))
     }
 
     /// Wait until everything appended so far is durable.

@@ -64,7 +64,7 @@ fn flushing_sessions_share_each_round() {
             scope.spawn(move || {
                 for step in 0..100 {
                     let data = format!(r#"{{"step":{step}}}"#);
-                    s.append("x/y", &data, Some(r#"{"ignorable":true}"#))
+                    s.append_text("x/y", &data, Some(r#"{"ignorable":true}"#))
                         .unwrap();
                     s.flush().unwrap();
                 }

@@ -187,7 +187,7 @@ fn concurrent_flushes_share_writes_and_a_failure_fails_only_its_own() {
                         let (mut appended, mut failed) = (0u64, false);
                         for step in 0..40 {
                             let data = format!(r#"{{"step":{step}}}"#);
-                            s.append("x/y", &data, Some(r#"{"ignorable":true}"#))
+                            s.append_text("x/y", &data, Some(r#"{"ignorable":true}"#))
                                 .unwrap();
                             appended += 1;
                             failed |= s.flush().is_err();

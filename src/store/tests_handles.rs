@@ -54,7 +54,7 @@ fn a_flush_racing_a_close_that_drops_the_events_is_not_acknowledged() {
     let (store, conflict) = contested();
     conflict.store(true, Ordering::SeqCst);
     let s = store.create(CreateOptions::with_id("c")).unwrap();
-    s.append("race/x", "{}", Some(r#"{"ignorable":true}"#))
+    s.append_text("race/x", "{}", Some(r#"{"ignorable":true}"#))
         .unwrap();
     let (close_now, closed) = (
         Arc::new(std::sync::Barrier::new(2)),
@@ -92,7 +92,7 @@ fn a_flush_racing_a_close_that_drops_the_events_is_not_acknowledged() {
 fn racing_opens_of_one_id_hand_out_one_handle() {
     let (store, _) = contested();
     let s = store.create(CreateOptions::with_id("r")).unwrap();
-    s.append("turn/start", r#"{"turn":1}"#, None).unwrap();
+    s.append_text("turn/start", r#"{"turn":1}"#, None).unwrap();
     s.close().unwrap();
     for _ in 0..200 {
         let opened: Vec<_> = std::thread::scope(|scope| {

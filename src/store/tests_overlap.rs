@@ -122,7 +122,7 @@ fn rounds_of_different_sessions_overlap_and_every_event_lands() {
                         .unwrap();
                     for step in 0..30 {
                         let data = format!(r#"{{"step":{step}}}"#);
-                        s.append("x/y", &data, Some(r#"{"ignorable":true}"#))
+                        s.append_text("x/y", &data, Some(r#"{"ignorable":true}"#))
                             .unwrap();
                         s.flush().unwrap();
                     }
@@ -160,7 +160,7 @@ fn a_batch_without_a_result_is_not_acknowledged() {
     let store = Store::over(Box::new(backend), &config, Arc::new(Hurry::default()));
     let s = store.create(CreateOptions::with_id("n")).unwrap();
     s.flush().unwrap();
-    s.append("x/y", r#"{"a":1}"#, Some(r#"{"ignorable":true}"#))
+    s.append_text("x/y", r#"{"a":1}"#, Some(r#"{"ignorable":true}"#))
         .unwrap();
     lose.store(true, Ordering::SeqCst);
     let err = s.flush().unwrap_err();

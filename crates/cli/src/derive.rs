@@ -25,7 +25,7 @@ pub fn derive(ctx: Ctx, a: &DeriveArgs) -> Result<u8, CliError> {
     let mut out = Out::paged(ctx);
     let fail = |e| o.fail(Some(&a.id), &e);
     if ctx.json {
-        // The array of `derive_json`, a message at a time.
+        // The derived message list as one array, a message at a time.
         out.raw("[");
         let mut first = true;
         session

@@ -179,9 +179,8 @@ pub fn fork(ctx: Ctx, a: &ForkArgs) -> Result<u8, CliError> {
     let child = store
         .fork(&restored.session, Some(&boundary), a.child.clone())
         .map_err(fail)?;
-    let (child_id, header, len) = child
-        .with(|s| Ok((s.id().to_string(), s.header().clone(), s.events().len())))
-        .map_err(fail)?;
+    let info = child.info().map_err(fail)?;
+    let (child_id, header, len) = (info.id, info.header, info.length);
     child.close().map_err(fail)?;
     store.flush().map_err(fail)?;
     let mut out = Out::new();

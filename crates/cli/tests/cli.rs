@@ -283,7 +283,7 @@ fn verify_repair_and_fork_on_sqlite() {
     let s = held
         .create(dsh_session::store::CreateOptions::with_id("w"))
         .unwrap();
-    s.append("turn/start", r#"{"turn":1}"#, None).unwrap();
+    s.append_text("turn/start", r#"{"turn":1}"#, None).unwrap();
     s.flush().unwrap();
     cli(&["list", db])
         .assert()

@@ -124,10 +124,10 @@ fn a_damaged_zstd_log_is_corrupt_until_a_salvage_is_asked_for() {
         let store = Store::open(config("jsonl", &root, Some("zstd"))).unwrap();
         let s = store.create(CreateOptions::with_id("z")).unwrap();
         for turn in 1..=30 {
-            s.append("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
+            s.append_text("turn/start", &format!(r#"{{"turn":{turn}}}"#), None)
                 .unwrap();
             let end = format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#);
-            s.append("turn/end", &end, None).unwrap();
+            s.append_text("turn/end", &end, None).unwrap();
             s.flush().unwrap();
         }
         s.close().unwrap();
@@ -160,7 +160,7 @@ fn a_turn_repair_cannot_close_is_corrupt_not_repairable() {
         c.admission = dsh_session::engine::Admission::Reference;
         let store = Store::open(c).unwrap();
         let s = store.create(CreateOptions::with_id("r1")).unwrap();
-        s.append("turn/start", r#"{"turn":0}"#, None).unwrap();
+        s.append_text("turn/start", r#"{"turn":0}"#, None).unwrap();
         s.close().unwrap();
     }
     let before = std::fs::read(&db).unwrap();

@@ -21,9 +21,9 @@ fn pre_strict_log(path: &str) {
     let s = store
         .create(dsh_session::store::CreateOptions::with_id("old"))
         .unwrap();
-    s.append("user/message", USER, APPEND).unwrap();
-    s.append("myapp/note", r#"{"x":1}"#, None).unwrap();
-    s.append(
+    s.append_text("user/message", USER, APPEND).unwrap();
+    s.append_text("myapp/note", r#"{"x":1}"#, None).unwrap();
+    s.append_text(
         "user/message",
         r#"{"id":"u2","role":"user","content":"hi","source":{"kind":"user"}}"#,
         APPEND,
@@ -33,8 +33,8 @@ fn pre_strict_log(path: &str) {
     let t = store
         .create(dsh_session::store::CreateOptions::with_id("typed"))
         .unwrap();
-    t.append("myapp/note", r#"{"x":2}"#, None).unwrap();
-    t.append("user/message", USER, APPEND).unwrap();
+    t.append_text("myapp/note", r#"{"x":2}"#, None).unwrap();
+    t.append_text("user/message", USER, APPEND).unwrap();
     t.close().unwrap();
 }
 

@@ -13,9 +13,9 @@ use cli_support::*;
 use dsh_session::store::Store;
 
 fn turn(s: &dsh_session::store::LiveSession, n: u64) {
-    s.append("turn/start", &format!(r#"{{"turn":{n}}}"#), None)
+    s.append_text("turn/start", &format!(r#"{{"turn":{n}}}"#), None)
         .unwrap();
-    s.append(
+    s.append_text(
         "user/message",
         &format!(
             r#"{{"id":"u{n}","role":"user","content":[{{"type":"text","text":"q{n}"}}],"source":{{"kind":"user"}}}}"#
@@ -23,7 +23,7 @@ fn turn(s: &dsh_session::store::LiveSession, n: u64) {
         Some(r#"{"surfaceOp":"append"}"#),
     )
     .unwrap();
-    s.append(
+    s.append_text(
         "turn/end",
         &format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
         None,

@@ -58,7 +58,7 @@ fn stored_control_characters_are_escaped_in_human_output() {
                 "evil\u{1b}]0;title\u{7}",
             ))
             .unwrap();
-        s.append(
+        s.append_text(
             "user/message",
             r#"{"id":"u","role":"user","content":[{"type":"text","text":"hi\u001b[2J\u009bK\nfake line"}],"source":{"kind":"user"}}"#,
             Some(r#"{"surfaceOp":"append"}"#),

@@ -20,7 +20,7 @@ fn store(dir: &Path) -> String {
     let store = Store::open(config("sqlite", &db, None)).unwrap();
     let s = store.create(CreateOptions::with_id("wide")).unwrap();
     let text = "日本語のテキスト".repeat(20);
-    s.append(
+    s.append_text(
         "user/message",
         &format!(
             r#"{{"id":"w1","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#

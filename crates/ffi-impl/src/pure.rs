@@ -3,8 +3,9 @@
 use std::ffi::c_char;
 
 use super::{arg_str, dsh_buf, dsh_status, guard};
+use crate::render;
 use ::dsh_session::engine::derive::{derive_log, value_message};
-use ::dsh_session::engine::event::{events_to_json, typed_log};
+use ::dsh_session::engine::event::typed_log;
 use ::dsh_session::engine::repair;
 use ::dsh_session::engine::surface::{self, Markers};
 use ::dsh_session::error::{Error, Result};
@@ -45,7 +46,10 @@ pub unsafe extern "C" fn dsh_fold_surface(
     guard(out, || {
         // SAFETY: forwarded caller contract.
         let text = unsafe { arg_str(events_json, "events_json")? };
-        Ok(surface::fold(&parse_log(text)?, Markers::Required)?.to_json())
+        Ok(render::fold(&surface::fold(
+            &parse_log(text)?,
+            Markers::Required,
+        )?))
     })
 }
 
@@ -93,7 +97,7 @@ pub unsafe extern "C" fn dsh_repair_events(
         // SAFETY: forwarded caller contract.
         let text = unsafe { arg_str(events_json, "events_json")? };
         let log = typed_log(parse_log(text)?)?;
-        Ok(events_to_json(&repair::closers(&log)))
+        Ok(render::events_json(&repair::closers(&log)))
     })
 }
 

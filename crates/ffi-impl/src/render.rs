@@ -1,6 +1,7 @@
 //! The JSON texts the ABI returns for the core's typed results.
 
-use ::dsh_session::engine::event::events_to_json;
+use ::dsh_session::engine::surface::Fold;
+use ::dsh_session::engine::Event;
 use ::dsh_session::json::Value;
 use ::dsh_session::store::{Cut, Inspection, RepairReport, SessionSummary, Torn};
 
@@ -12,6 +13,55 @@ pub fn list(sessions: &[SessionSummary]) -> String {
         Value::Object(o)
     });
     Value::Array(rows.collect()).to_json()
+}
+
+/// Events as a JSON array (each event's own text, copied once).
+pub fn events_json<'a>(events: impl IntoIterator<Item = &'a Event>) -> String {
+    let mut out = String::from("[");
+    for (i, e) in events.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        e.write_json(&mut out);
+    }
+    out.push(']');
+    out
+}
+
+/// Write seqs as `[1,2,3]`.
+pub fn write_seqs<'a>(out: &mut String, seqs: impl IntoIterator<Item = &'a u64>) {
+    use std::fmt::Write;
+    out.push('[');
+    for (i, s) in seqs.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{s}");
+    }
+    out.push(']');
+}
+
+/// `dsh_fold_surface`:
+/// `{"nodes":[...],"replacements":[{"seq","start","end","shadowedSeqs"}]}`.
+pub fn fold(fold: &Fold) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("{\"nodes\":");
+    write_seqs(&mut out, fold.surface.nodes());
+    out.push_str(",\"replacements\":[");
+    for (i, r) in fold.replacements.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            "{{\"seq\":{},\"start\":{},\"end\":{},\"shadowedSeqs\":",
+            r.seq, r.start, r.end
+        );
+        write_seqs(&mut out, &r.shadowed);
+        out.push('}');
+    }
+    out.push_str("]}");
+    out
 }
 
 /// A path as a JSON string (lossy where it is not UTF-8).
@@ -54,7 +104,7 @@ pub fn repair_report(r: &RepairReport) -> String {
         "{{\"applied\":{},\"tornTail\":{},\"repaired\":{},\"cut\":{}}}",
         r.applied,
         torn(r.torn.as_ref()),
-        events_to_json(r.closers.iter().map(|e| &**e)),
+        events_json(r.closers.iter().map(|e| &**e)),
         cut(r.cut.as_ref())
     )
 }
@@ -72,11 +122,9 @@ pub fn inspection(i: &Inspection) -> String {
         i.torn.is_some(),
         torn(i.torn.as_ref())
     ));
-    out.push_str(&events_to_json(
-        i.events.iter().chain(&i.repair).map(|e| &**e),
-    ));
+    out.push_str(&events_json(i.events.iter().chain(&i.repair).map(|e| &**e)));
     out.push_str(",\"repair\":");
-    out.push_str(&events_to_json(i.repair.iter().map(|e| &**e)));
+    out.push_str(&events_json(i.repair.iter().map(|e| &**e)));
     let problems = i.problems.iter().map(|f| {
         Value::obj([
             ("seq", Value::num(f.seq as f64)),

@@ -8,9 +8,8 @@ use super::{
     out_text,
 };
 use super::{handles, options};
-use ::dsh_session::engine::event::events_to_json;
+use crate::render::{events_json, write_seqs};
 use ::dsh_session::engine::session::DataText;
-use ::dsh_session::engine::surface::write_seqs;
 use ::dsh_session::error::Result;
 use ::dsh_session::json::Value;
 
@@ -68,7 +67,7 @@ pub unsafe extern "C" fn dsh_session_create(
             let s = handles::store(store)?;
             let options = opt_str(options_json, "options_json")?;
             let live = s.create(options::create_options(options)?)?;
-            let header = live.with(|s| Ok(s.header().to_json()))?;
+            let header = live.header()?.to_json();
             Ok((live, header))
         })
     }
@@ -113,8 +112,8 @@ pub(super) fn opened_out(
     opened: ::dsh_session::store::Opened,
 ) -> Result<(std::sync::Arc<::dsh_session::store::LiveSession>, String)> {
     let live = opened.session;
-    let header = live.with(|s| Ok(s.header().to_json()))?;
-    let repaired = events_to_json(opened.repaired.iter().map(|e| &**e));
+    let header = live.header()?.to_json();
+    let repaired = events_json(opened.repaired.iter().map(|e| &**e));
     let cut = crate::render::cut(opened.cut.as_ref());
     Ok((
         live,
@@ -151,7 +150,7 @@ pub unsafe extern "C" fn dsh_session_fork(
             let s = handles::session(source)?;
             let options = opt_str(options_json, "options_json")?;
             let live = s.fork(options::fork_options(options, boundary)?)?;
-            let header = live.with(|s| Ok(s.header().to_json()))?;
+            let header = live.header()?.to_json();
             Ok((live, header))
         })
     }
@@ -242,7 +241,7 @@ pub unsafe extern "C" fn dsh_session_append_batch(
         // SAFETY: forwarded caller contract.
         let batch = unsafe { json_arg(batch_json, "batch_json")? };
         let events = s.append_batch_text(batch)?;
-        Ok(events_to_json(events.iter().map(|e| &**e)))
+        Ok(events_json(events.iter().map(|e| &**e)))
     })
 }
 
@@ -265,7 +264,7 @@ pub unsafe extern "C" fn dsh_session_validate(
         let s = handles::session(session)?;
         // SAFETY: forwarded caller contract.
         let (ty, data, intent) = unsafe { event_args(type_, data_json, intent_json)? };
-        Ok(out_text(s.validate(ty, data.as_str(), intent)?.text()))
+        Ok(out_text(s.validate_text(ty, data, intent)?.text()))
     })
 }
 
@@ -302,21 +301,19 @@ pub unsafe extern "C" fn dsh_session_info(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        handles::session(session)?.with(|s| {
-            let policy = s.policy();
-            let types = policy.vocabulary.declared().map(Value::str).collect();
-            Ok(format!(
-                "{{\"id\":{},\"header\":{},\"length\":{},\"firstLiveSeq\":{},\"replaceGeneration\":{},\"openTurn\":{},\"admission\":\"{}\",\"eventTypes\":{}}}",
-                Value::str(s.id()).to_json(),
-                s.header().to_json(),
-                s.events().len(),
-                s.first_live_seq(),
-                s.surface().generation(),
-                s.open_turn()?.map_or_else(|| "null".to_string(), |t| t.to_json()),
-                policy.admission.as_str(),
-                Value::Array(types).to_json(),
-            ))
-        })
+        let i = handles::session(session)?.info()?;
+        let types = i.event_types.iter().map(|t| Value::str(t)).collect();
+        Ok(format!(
+            "{{\"id\":{},\"header\":{},\"length\":{},\"firstLiveSeq\":{},\"replaceGeneration\":{},\"openTurn\":{},\"admission\":\"{}\",\"eventTypes\":{}}}",
+            Value::str(&i.id).to_json(),
+            i.header.to_json(),
+            i.length,
+            i.first_live_seq,
+            i.replace_generation,
+            i.open_turn.map_or_else(|| "null".to_string(), |t| t.to_json()),
+            i.admission.as_str(),
+            Value::Array(types).to_json(),
+        ))
     })
 }
 
@@ -335,12 +332,8 @@ pub unsafe extern "C" fn dsh_session_events(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        handles::session(session)?.with(|s| {
-            let len = s.events().len() as u64;
-            let to = to_seq.min(len);
-            let from = from_seq.min(to);
-            s.events_json(from as usize, to as usize)
-        })
+        let events = handles::session(session)?.events(from_seq, to_seq)?;
+        Ok(events_json(events.iter().map(|e| &**e)))
     })
 }
 
@@ -356,15 +349,11 @@ pub unsafe extern "C" fn dsh_session_surface(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        handles::session(session)?.with(|s| {
-            let mut text = String::from("{\"nodes\":");
-            write_seqs(&mut text, s.surface().nodes());
-            text.push_str(&format!(
-                ",\"replaceGeneration\":{}}}",
-                s.surface().generation()
-            ));
-            Ok(text)
-        })
+        let (nodes, generation) = handles::session(session)?.surface()?;
+        let mut text = String::from("{\"nodes\":");
+        write_seqs(&mut text, &nodes);
+        text.push_str(&format!(",\"replaceGeneration\":{generation}}}"));
+        Ok(text)
     })
 }
 
@@ -406,7 +395,7 @@ pub unsafe extern "C" fn dsh_session_derive_since(
     out: *mut dsh_buf,
 ) -> dsh_status {
     guard(out, || {
-        let d = handles::session(session)?.derive_since(generation, count)?;
+        let d = handles::session(session)?.derive_since_json(generation, count)?;
         Ok(format!(
             "{{\"generation\":{},\"count\":{},\"reset\":{},\"messages\":{}}}",
             d.generation, d.count, d.reset, d.messages

@@ -63,7 +63,9 @@ fn appended_data_is_stored_as_json_stringify_writes_it() {
         ("[1,2,3]", "[1,2,3]"),
     ];
     for (i, (input, want)) in cases.iter().enumerate() {
-        let e = s.append("plugin/x", input, None, 10 + i as i64).unwrap();
+        let e = s
+            .append_text("plugin/x", *input, None, 10 + i as i64)
+            .unwrap();
         assert_eq!(e.data_text(), *want, "input {input}");
         // The whole event text is the envelope around exactly that data.
         let text = format!(
@@ -81,10 +83,10 @@ fn appended_data_is_stored_as_json_stringify_writes_it() {
 fn data_json_cannot_keep_is_refused_and_changes_nothing() {
     let mut s = session("b");
     for bad in [r#"{"v":-0}"#, r#"{"v":1e400}"#, "[-0.0]"] {
-        let err = s.append("plugin/x", bad, None, 1).unwrap_err();
+        let err = s.append_text("plugin/x", bad, None, 1).unwrap_err();
         assert_eq!(err.rule, "json.not-lossless", "{bad}");
     }
-    let err = s.append("plugin/x", "{\"a\":", None, 1).unwrap_err();
+    let err = s.append_text("plugin/x", "{\"a\":", None, 1).unwrap_err();
     assert_eq!(err.rule, "json.parse");
     assert!(s.events().is_empty());
 }
@@ -94,9 +96,11 @@ fn a_fork_at_the_last_event_shares_events_surface_and_messages() {
     let mut parent = session("p");
     for i in 0..10_000 {
         parent
-            .append("user/message", &user(i), APPEND, i as i64)
+            .append_text("user/message", &user(i), APPEND, i as i64)
             .unwrap();
-        parent.append("plugin/x", "{}", None, i as i64).unwrap();
+        parent
+            .append_text("plugin/x", "{}", None, i as i64)
+            .unwrap();
     }
     let before = parent.derive_json();
     let len = parent.fork_len(None).unwrap();
@@ -112,9 +116,9 @@ fn a_fork_at_the_last_event_shares_events_surface_and_messages() {
     assert_eq!(child.derive_json(), before);
     // Appends on either side stay on that side.
     child
-        .append("user/message", &user(1_000_000), APPEND, 1)
+        .append_text("user/message", &user(1_000_000), APPEND, 1)
         .unwrap();
-    parent.append("plugin/y", "{}", None, 1).unwrap();
+    parent.append_text("plugin/y", "{}", None, 1).unwrap();
     assert_eq!(parent.events().len(), len + 1);
     assert!(parent.events().get(len).unwrap().is("plugin/y"));
     assert_eq!(child.events().len(), len + 2);
@@ -126,7 +130,9 @@ fn a_fork_at_the_last_event_shares_events_surface_and_messages() {
 fn a_fork_at_an_earlier_boundary_shares_the_prefix_and_refolds_its_surface() {
     let mut parent = session("p");
     for i in 0..9_000 {
-        parent.append("user/message", &user(i), APPEND, 1).unwrap();
+        parent
+            .append_text("user/message", &user(i), APPEND, 1)
+            .unwrap();
     }
     let boundary = Value::Number(4_999.0);
     let len = parent.fork_len(Some(&boundary)).unwrap();
@@ -146,7 +152,9 @@ fn a_fork_at_an_earlier_boundary_shares_the_prefix_and_refolds_its_surface() {
 #[test]
 fn a_fork_checks_each_inherited_event_once() {
     let mut parent = session("p");
-    parent.append("user/message", &user(0), APPEND, 1).unwrap();
+    parent
+        .append_text("user/message", &user(0), APPEND, 1)
+        .unwrap();
     let e = parent.events().get(0).unwrap();
     assert!(!e.is_checked(Checked::SHAPE));
     let len = parent.fork_len(None).unwrap();
@@ -158,7 +166,8 @@ fn a_fork_checks_each_inherited_event_once() {
 fn a_seed_given_as_values_and_the_same_events_as_text_make_the_same_session() {
     let mut src = session("s");
     for i in 0..50 {
-        src.append("user/message", &user(i), APPEND, 1).unwrap();
+        src.append_text("user/message", &user(i), APPEND, 1)
+            .unwrap();
     }
     let values: Vec<Value> = src.events().iter().map(|e| e.to_value()).collect();
     let mut a = Session::from_seed(
@@ -213,8 +222,9 @@ fn open_texts(name: &str, lines: &[String]) -> Vec<String> {
 fn open_gives_the_same_events_for_canonical_and_non_canonical_lines() {
     let mut src = session("z");
     for i in 0..20 {
-        src.append("user/message", &user(i), APPEND, 1).unwrap();
-        src.append("request/context", r#"{"k":[1,2]}"#, None, 1)
+        src.append_text("user/message", &user(i), APPEND, 1)
+            .unwrap();
+        src.append_text("request/context", r#"{"k":[1,2]}"#, None, 1)
             .unwrap();
     }
     let canonical: Vec<String> = src.events().iter().map(|e| e.text().to_string()).collect();
@@ -259,8 +269,8 @@ fn a_batch_appends_the_same_whether_its_text_is_canonical_or_not() {
     let spaced = |t: &str| t.replace(":", " : ").replace(",\"", " , \"");
     let run = |batch: &str| {
         let mut s = session("batch");
-        s.append("plugin/first", "{}", None, 1).unwrap();
-        let r = s.append_batch(batch, 2);
+        s.append_text("plugin/first", "{}", None, 1).unwrap();
+        let r = s.append_batch_text(batch, 2);
         let texts: Vec<String> = s.events().iter().map(|e| e.text().to_string()).collect();
         (
             r.map(|v| v.len()).map_err(|e| (e.rule, e.message, e.index)),

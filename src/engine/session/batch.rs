@@ -1,6 +1,6 @@
-//! `append_batch` (docs/c-api.md): the all-or-nothing append of
-//! `[{"type","data","intent"?}, ...]`, each item checked against the state
-//! after the ones before it.
+//! `append_batch` (docs/c-api.md): the all-or-nothing append of typed
+//! events or of `[{"type","data","intent"?}, ...]` text, each item
+//! checked against the state after the ones before it.
 //!
 //! Batch text that is canonical JSON (what hosts build) is read in place:
 //! each item's `data` and `intent` are slices of it, appended as a single
@@ -10,17 +10,18 @@
 
 use std::sync::Arc;
 
-use super::{Data, DataText, Intent, Session};
+use super::{Data, DataText, IntentArg, NewEvent, Session};
 use crate::engine::event::Event;
 use crate::engine::input::parse_input;
 use crate::error::{Error, Result};
 use crate::json::{self, canon, Value};
 use crate::rule::Rule;
 
-/// One batch item: canonical text, or a parsed value.
+/// One batch item: canonical text, a parsed value, or a typed event.
 enum Item<'a> {
     Text(&'a str),
     Value(Value),
+    Typed(NewEvent),
 }
 
 fn not_an_array() -> Error {
@@ -28,15 +29,24 @@ fn not_an_array() -> Error {
 }
 
 impl Session {
-    /// All-or-nothing append of `[{"type","data","intent"?}, ...]`; each item
-    /// is checked against the state after the ones before it.
-    pub fn append_batch(&mut self, batch: &str, now: i64) -> Result<Vec<Arc<Event>>> {
-        self.append_batch_text(batch.into(), now)
+    /// All-or-nothing append of `events`; each one is checked against the
+    /// state after the ones before it. On the first refusal nothing is
+    /// committed and the error carries the item's index.
+    pub fn append_batch(&mut self, events: Vec<NewEvent>, now: i64) -> Result<Vec<Arc<Event>>> {
+        let items = events.into_iter().map(Item::Typed).collect();
+        self.append_items(items, now)
     }
 
-    /// [`Session::append_batch`] with the text possibly checked canonical
-    /// already (see [`DataText`]).
-    pub fn append_batch_text(&mut self, batch: DataText<'_>, now: i64) -> Result<Vec<Arc<Event>>> {
+    /// [`Session::append_batch`] of `[{"type","data","intent"?}, ...]` JSON
+    /// text, possibly checked canonical already (see [`DataText`]): the C
+    /// ABI's door.
+    #[doc(hidden)]
+    pub fn append_batch_text<'a>(
+        &mut self,
+        batch: impl Into<DataText<'a>>,
+        now: i64,
+    ) -> Result<Vec<Arc<Event>>> {
+        let batch = batch.into();
         let items: Vec<Item<'_>> = if let Some(text) = batch.canonical_text() {
             canon::elements(text)
                 .ok_or_else(not_an_array)?
@@ -50,6 +60,10 @@ impl Session {
                 .map(Item::Value)
                 .collect()
         };
+        self.append_items(items, now)
+    }
+
+    fn append_items(&mut self, items: Vec<Item<'_>>, now: i64) -> Result<Vec<Arc<Event>>> {
         let mark = self.log.len();
         let saved = self.surface.clone();
         let saved_folds = self.folds.clone();
@@ -73,7 +87,7 @@ impl Session {
         let item = match item {
             Item::Text(text) => match canonical_item(text) {
                 Some((ty, data, intent)) => {
-                    let intent = intent.map_or(Intent::None, Intent::Text);
+                    let intent = intent.map_or(IntentArg::None, IntentArg::Text);
                     let (event, plan) = self.prepare(ty, Data::Canonical(data), intent, now)?;
                     return Ok(self.commit(event, &plan));
                 }
@@ -83,6 +97,7 @@ impl Session {
                 })?,
             },
             Item::Value(v) => v,
+            Item::Typed(e) => return self.append(&e.ty, e.data, &e.intent, now),
         };
         let Ok(mut o) = item.into_object() else {
             return Err(Error::invalid_argument(

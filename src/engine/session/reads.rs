@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{DeriveDelta, Session};
 use crate::engine::chunked::{self, Chunked};
 use crate::engine::derive::Message;
-use crate::engine::event::{events_to_json, Event};
+use crate::engine::event::Event;
 use crate::engine::request::RequestFolds;
 use crate::engine::window::View;
 use crate::error::{Error, Result};
@@ -82,24 +82,44 @@ impl Session {
         })
     }
 
-    /// The derived message list as a JSON array (cached, O(new nodes)).
+    /// The derived message list as a JSON array (cached, O(new nodes)):
+    /// the text twin of [`Session::derive`] the C ABI hands out.
+    #[doc(hidden)]
     pub fn derive_json(&mut self) -> Result<String> {
         self.update_derive()?;
         self.messages_json(self.derive.messages().iter())
     }
 
-    /// The derived message list as values (cached like
-    /// [`Session::derive_json`]; each call builds the values anew).
+    /// The derived message list (docs/events.md §9): the messages of the
+    /// surface nodes in surface order. The list is cached and updated in
+    /// O(new events); each call builds the values anew.
     pub fn derive(&mut self) -> Result<Vec<Value>> {
-        let text = self.derive_json()?;
-        let list = crate::json::parse(&text).map_err(|e| {
-            Error::new(
-                crate::error::Status::Internal,
-                Rule::DeriveMessageText,
-                format!("a derived message list does not parse: {e}"),
-            )
+        self.update_derive()?;
+        self.messages_values(self.derive.messages().iter())
+    }
+
+    /// `messages` as values, each parsed from the text of the event it
+    /// comes from (evicted ones read back, a chunk at a time).
+    fn messages_values(&self, messages: chunked::Iter<'_, Message>) -> Result<Vec<Value>> {
+        let list: Vec<Message> = messages.copied().collect();
+        let seqs: Vec<u64> = list.iter().map(|m| m.seq).collect();
+        let mut values: Vec<Option<Value>> = vec![None; list.len()];
+        self.view().visit_seqs(&seqs, |i, e| {
+            values[i] = crate::json::parse(list[i].text_in(e.text())).ok();
         })?;
-        Ok(list.into_array().unwrap_or_default())
+        values
+            .into_iter()
+            .zip(&list)
+            .map(|(v, m)| {
+                v.ok_or_else(|| {
+                    Error::new(
+                        crate::error::Status::Internal,
+                        Rule::DeriveMessageText,
+                        format!("the derived message of seq {} was not read", m.seq),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The messages added since a cursor `(generation, count)` a caller
@@ -108,16 +128,40 @@ impl Session {
     /// when the generation moved on (or the cursor is not one this session
     /// gave out) the whole list comes back with `reset`. O(new messages).
     pub fn derive_since(&mut self, generation: u64, count: u64) -> Result<DeriveDelta> {
-        self.update_derive()?;
-        let messages = self.derive.messages();
-        let now = self.surface.generation();
-        let reset = generation != now || count > messages.len() as u64;
-        let from = if reset { 0 } else { count as usize };
+        let (generation, count, reset, from) = self.derive_cursor(generation, count)?;
         Ok(DeriveDelta {
-            generation: now,
-            count: messages.len() as u64,
+            generation,
+            count,
             reset,
-            messages: self.messages_json(messages.iter_from(from))?,
+            messages: self.messages_values(self.derive.messages().iter_from(from))?,
+        })
+    }
+
+    /// `(generation, count, reset, first message to give)` of a
+    /// `derive_since` from the cursor `(generation, count)`.
+    fn derive_cursor(&mut self, generation: u64, count: u64) -> Result<(u64, u64, bool, usize)> {
+        self.update_derive()?;
+        let len = self.derive.messages().len() as u64;
+        let now = self.surface.generation();
+        let reset = generation != now || count > len;
+        let from = if reset { 0 } else { count as usize };
+        Ok((now, len, reset, from))
+    }
+
+    /// [`Session::derive_since`] with the messages as one JSON array (the C
+    /// ABI's door).
+    #[doc(hidden)]
+    pub fn derive_since_json(
+        &mut self,
+        generation: u64,
+        count: u64,
+    ) -> Result<DeriveDelta<String>> {
+        let (generation, count, reset, from) = self.derive_cursor(generation, count)?;
+        Ok(DeriveDelta {
+            generation,
+            count,
+            reset,
+            messages: self.messages_json(self.derive.messages().iter_from(from))?,
         })
     }
 
@@ -177,13 +221,6 @@ impl Session {
         self.view()
             .visit_range(from, to, |e| events.push(e.clone()))?;
         Ok(events)
-    }
-
-    /// The events `from..to` as a JSON array (evicted ones read back; `to`
-    /// past the end stops at the end).
-    pub fn events_json(&self, from: usize, to: usize) -> Result<String> {
-        let events = self.events_in(from, to)?;
-        Ok(events_to_json(events.iter().map(|e| &**e)))
     }
 
     pub(super) fn folds(&mut self) -> Result<&RequestFolds> {

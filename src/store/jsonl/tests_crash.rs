@@ -180,7 +180,9 @@ fn damage_before_a_later_turn_end_is_corruption() {
     fs::write(&path, text.replacen("\"dt\":[3,3,3,3]", "\"dt\":[3]", 1)).unwrap();
     assert_eq!(b.load("d").unwrap_err().rule, Rule::LoadCorruptUnparsable);
     // After the last turn/end damage only bounds the prefix.
-    let tail = ev(r#"{"type":"turn/start","seq":25,"time":1,"data":{"turn":2}}"#).to_json();
+    let tail = ev(r#"{"type":"turn/start","seq":25,"time":1,"data":{"turn":2}}"#)
+        .text()
+        .to_string();
     fs::write(&path, format!("{text}garbage\n{tail}\n")).unwrap();
     let loaded = b.load("d").unwrap().unwrap();
     assert_same(&loaded.values(), &events);
@@ -232,7 +234,7 @@ fn zstd_damage_is_corruption() {
         zstd_frames::compress_frame(plain.as_bytes(), &mut out).unwrap();
         out
     };
-    let line0 = events[0].to_json();
+    let line0 = events[0].text().to_string();
     for bad in [
         format!("{line0}\ngarbage\n"),
         format!("{line0}\n{{\"type\""),

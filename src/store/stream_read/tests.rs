@@ -34,19 +34,19 @@ fn fill(config: &BackendConfig) {
     let s = store.create(CreateOptions::with_id("long")).unwrap();
     let append = Some(r#"{"surfaceOp":"append"}"#);
     for t in 1..=200 {
-        s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
+        s.append_text("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
             .unwrap();
         let user = format!(
             r#"{{"id":"u{t}","role":"user","content":[{{"type":"text","text":"q{t}"}}],"source":{{"kind":"user"}}}}"#
         );
-        s.append("user/message", &user, append).unwrap();
+        s.append_text("user/message", &user, append).unwrap();
         for i in 0..49 {
             let chunk = format!(
                 r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"x{i}"}}}}"#
             );
-            s.append("assistant/chunk", &chunk, None).unwrap();
+            s.append_text("assistant/chunk", &chunk, None).unwrap();
         }
-        s.append(
+        s.append_text(
             "turn/end",
             &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
             None,
@@ -54,20 +54,20 @@ fn fill(config: &BackendConfig) {
         .unwrap();
     }
     let summary = r#"{"id":"sum","role":"user","content":[{"type":"text","text":"summary"}],"source":{"kind":"compaction"}}"#;
-    s.append("compaction/start", r#"{"turn":null}"#, None)
+    s.append_text("compaction/start", r#"{"turn":null}"#, None)
         .unwrap();
-    s.append(
+    s.append_text(
         "user/message",
         summary,
         Some(r#"{"surfaceOp":{"op":"replace","start":1,"end":1},"sourceEventSeqs":[1]}"#),
     )
     .unwrap();
-    s.append("compaction/end", r#"{"turn":null}"#, None)
+    s.append_text("compaction/end", r#"{"turn":null}"#, None)
         .unwrap();
     s.close().unwrap();
     let o = store.create(CreateOptions::with_id("open")).unwrap();
-    o.append("turn/start", r#"{"turn":1}"#, None).unwrap();
-    o.append(
+    o.append_text("turn/start", r#"{"turn":1}"#, None).unwrap();
+    o.append_text(
         "assistant/message",
         r#"{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"c9","name":"bash","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}}"#,
         Some(r#"{"surfaceOp":"append","sourceEventSeqs":[]}"#),

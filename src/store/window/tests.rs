@@ -28,15 +28,15 @@ fn store(tag: &str, backend: &str, zstd: bool) -> (PathBuf, Arc<Store>) {
 fn fill(store: &Arc<Store>) {
     let s = store.create(CreateOptions::with_id("w")).unwrap();
     for t in 1..=200 {
-        s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
+        s.append_text("turn/start", &format!(r#"{{"turn":{t}}}"#), None)
             .unwrap();
         for i in 0..50 {
             let chunk = format!(
                 r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"x{i}"}}}}"#
             );
-            s.append("assistant/chunk", &chunk, None).unwrap();
+            s.append_text("assistant/chunk", &chunk, None).unwrap();
         }
-        s.append(
+        s.append_text(
             "turn/end",
             &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
             None,

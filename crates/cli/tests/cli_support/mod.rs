@@ -84,7 +84,7 @@ pub fn config(backend: &str, path: &Path, compression: Option<&str>) -> StoreCon
 }
 
 fn append(s: &LiveSession, ty: &str, data: &str, intent: Option<&str>) {
-    s.append(ty, data, intent)
+    s.append_text(ty, data, intent)
         .unwrap_or_else(|e| panic!("append {ty}: {e}"));
 }
 

@@ -122,14 +122,14 @@ impl Drop for Fixture {
 }
 
 fn turn(s: &LiveSession, n: u64) {
-    s.append("turn/start", &format!(r#"{{"turn":{n}}}"#), None)
+    s.append_text("turn/start", &format!(r#"{{"turn":{n}}}"#), None)
         .unwrap();
     let user = format!(
         r#"{{"id":"u{n}","role":"user","content":[{{"type":"text","text":"q {n}"}}],"source":{{"kind":"user"}}}}"#
     );
-    s.append("user/message", &user, Some(r#"{"surfaceOp":"append"}"#))
+    s.append_text("user/message", &user, Some(r#"{"surfaceOp":"append"}"#))
         .unwrap();
-    s.append(
+    s.append_text(
         "turn/end",
         &format!(r#"{{"turn":{n},"reason":{{"kind":"completed"}}}}"#),
         None,
@@ -139,7 +139,7 @@ fn turn(s: &LiveSession, n: u64) {
 
 fn texts(store: &Arc<Store>, id: &str) -> Vec<String> {
     let s = store.open_session(id).expect("open").session;
-    let out = s.with(|x| Ok(x.events().iter().map(|e| e.to_json()).collect()));
+    let out = s.with(|x| Ok(x.events().iter().map(|e| e.text().to_string()).collect()));
     s.close().unwrap();
     out.unwrap()
 }
@@ -229,7 +229,7 @@ fn a_reader_never_creates_and_never_writes() {
     );
     let store = f.store();
     let s = store.create(CreateOptions::with_id("a")).unwrap();
-    s.append("turn/start", r#"{"turn":1}"#, None).unwrap();
+    s.append_text("turn/start", r#"{"turn":1}"#, None).unwrap();
     s.flush().unwrap();
     let reader = f.reader();
     // The open turn is closed in memory only: the reader writes nothing.
@@ -330,7 +330,7 @@ fn a_reader_on_another_connection_sees_a_consistent_prefix() {
     while !done.load(Ordering::SeqCst) || reads.len() < 3 {
         let r = reader.open_session("live").unwrap().session;
         let log: Vec<String> = r
-            .with(|x| Ok(x.events().iter().map(|e| e.to_json()).collect()))
+            .with(|x| Ok(x.events().iter().map(|e| e.text().to_string()).collect()))
             .unwrap();
         r.close().unwrap();
         reads.push(log);
@@ -342,7 +342,7 @@ fn a_reader_on_another_connection_sees_a_consistent_prefix() {
     // only at flushes), and none is shorter than the one before.
     let r = reader.open_session("live").unwrap().session;
     let last: Vec<String> = r
-        .with(|x| Ok(x.events().iter().map(|e| e.to_json()).collect()))
+        .with(|x| Ok(x.events().iter().map(|e| e.text().to_string()).collect()))
         .unwrap();
     for (i, read) in reads.iter().enumerate() {
         assert_eq!(read[..], last[..read.len()], "read {i} is not a prefix");

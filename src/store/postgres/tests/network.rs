@@ -14,7 +14,7 @@ use crate::store::{BackendConfig, CreateOptions, ForkOptions, LiveSession, Store
 
 /// The events of `s` as this store holds them.
 fn live_texts(s: &Arc<LiveSession>) -> Vec<String> {
-    s.with(|x| Ok(x.events().iter().map(|e| e.to_json()).collect()))
+    s.with(|x| Ok(x.events().iter().map(|e| e.text().to_string()).collect()))
         .unwrap()
 }
 
