@@ -6,11 +6,26 @@ use std::sync::Arc;
 
 pub use crate::rule::Rule;
 
-/// The C status codes of `docs/c-api.md`. Numbers are part of the ABI and are
-/// never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(i32)]
-pub enum Status {
+/// Declares [`Status`] and [`Status::ALL`] from one list.
+macro_rules! statuses {
+    ($($(#[$doc:meta])* $name:ident = $code:literal,)*) => {
+        /// The status of a call (`docs/errors.md`): what kind of failure,
+        /// as a number that is part of the ABI and never reused. The C
+        /// names (`DSH_E_*`) live in the FFI crate.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(i32)]
+        pub enum Status {
+            $($(#[$doc])* $name = $code,)*
+        }
+
+        impl Status {
+            /// Every status, in code order.
+            pub const ALL: &'static [Status] = &[$(Status::$name),*];
+        }
+    };
+}
+
+statuses! {
     /// Success.
     Ok = 0,
     /// The input is not JSON, or not lossless JSON (`json.*`).
@@ -36,23 +51,6 @@ pub enum Status {
 }
 
 impl Status {
-    /// The C constant's name, e.g. `"DSH_E_REJECTED"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "DSH_OK",
-            Status::InvalidJson => "DSH_E_INVALID_JSON",
-            Status::Rejected => "DSH_E_REJECTED",
-            Status::Corrupt => "DSH_E_CORRUPT",
-            Status::SchemaMismatch => "DSH_E_SCHEMA_MISMATCH",
-            Status::Io => "DSH_E_IO",
-            Status::NotFound => "DSH_E_NOT_FOUND",
-            Status::Conflict => "DSH_E_CONFLICT",
-            Status::InvalidArgument => "DSH_E_INVALID_ARGUMENT",
-            Status::Closed => "DSH_E_CLOSED",
-            Status::Internal => "DSH_E_INTERNAL",
-        }
-    }
-
     /// The numeric code.
     pub fn code(self) -> i32 {
         self as i32
@@ -60,20 +58,7 @@ impl Status {
 
     /// The status whose code is `code`, if any.
     pub fn from_code(code: i32) -> Option<Status> {
-        Some(match code {
-            0 => Status::Ok,
-            1 => Status::InvalidJson,
-            2 => Status::Rejected,
-            3 => Status::Corrupt,
-            4 => Status::SchemaMismatch,
-            5 => Status::Io,
-            6 => Status::NotFound,
-            7 => Status::Conflict,
-            8 => Status::InvalidArgument,
-            9 => Status::Closed,
-            99 => Status::Internal,
-            _ => return None,
-        })
+        Status::ALL.iter().copied().find(|s| s.code() == code)
     }
 }
 
@@ -122,13 +107,7 @@ impl PartialEq for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({}): {}",
-            self.rule,
-            self.status.name(),
-            self.message
-        )
+        write!(f, "{} ({:?}): {}", self.rule, self.status, self.message)
     }
 }
 
@@ -240,7 +219,7 @@ mod tests {
         assert!(wrapped.source().is_some());
         assert_eq!(
             wrapped.to_string(),
-            "load.validation (DSH_E_CORRUPT): while loading: disk full"
+            "load.validation (Corrupt): while loading: disk full"
         );
     }
 }

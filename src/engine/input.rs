@@ -98,7 +98,9 @@ pub(super) enum IntentArg<'a> {
     Value(Option<Value>),
 }
 
-/// Parse JSON text given at the ABI (`json.parse` on failure).
+/// Parse JSON text given at the ABI (`json.parse` on failure): the text
+/// edge of the C ABI, which reads its options and batches with it.
+#[doc(hidden)]
 pub fn parse_input(text: &str, what: &str) -> Result<Value> {
     Ok(parse_checked_input(text, what)?.0)
 }
@@ -177,7 +179,7 @@ pub(super) fn check_input(
 /// The input checks of `append` that come before the re-entrancy check
 /// (docs/errors.md §3.1 steps 1–3), for a caller that must refuse the append
 /// anyway: it reports the earlier error when there is one.
-pub fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
+pub(crate) fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> Result<()> {
     check_input(
         ty,
         &Data::from_text(data.into())?,

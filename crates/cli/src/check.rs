@@ -1,6 +1,8 @@
 //! `verify`: the report of [`dsh_session::store::verify`] as text or JSON, and
 //! its exit status (0 clean, 1 repairable, 2 corrupt or unreadable).
 
+use dsh_session_ffi::status_name;
+
 use super::args::{BackendKind, VerifyArgs};
 use super::output::{terminal_safe, Out};
 use super::progress::Reading;
@@ -60,7 +62,7 @@ fn problem_line(target: &Target, p: &Problem) -> String {
     let status = match p.severity {
         Severity::Live => "live writer",
         Severity::Repairable => "repairable",
-        Severity::Corrupt => p.status.name(),
+        Severity::Corrupt => status_name(p.status),
     };
     line.push_str(&format!(" ({status}): {}", p.message));
     line
@@ -71,7 +73,7 @@ fn problem_json(target: &Target, p: &Problem) -> Value {
     Value::obj([
         ("rule", Value::str(p.rule.as_str())),
         ("cause", opt(p.cause.map(Rule::as_str))),
-        ("status", Value::str(p.status.name())),
+        ("status", Value::str(status_name(p.status))),
         ("severity", Value::str(status_word(Some(p.severity)))),
         ("seq", p.seq.map_or(Value::Null, |s| Value::num(s as f64))),
         (

@@ -33,6 +33,7 @@ use dsh_session::error::{Error, Status};
 use dsh_session::json::Value;
 use dsh_session::store::verify::seq_hint;
 use dsh_session::Rule;
+use dsh_session_ffi::status_name;
 pub use target::Target;
 
 /// Exit status: success / clean.
@@ -117,7 +118,7 @@ impl CliError {
         ];
         if let Some(l) = &self.library {
             fields.extend([
-                ("status", Value::str(l.status.name())),
+                ("status", Value::str(status_name(l.status))),
                 ("code", Value::num(f64::from(l.status.code()))),
                 ("rule", Value::str(l.rule.as_str())),
                 ("detail", Value::str(&l.message)),
@@ -159,7 +160,7 @@ pub fn describe(file: &Path, id: Option<&str>, e: &Error) -> String {
     if let Some(cause) = e.cause {
         out.push_str(&format!(" [cause {cause}]"));
     }
-    out.push_str(&format!(" ({}): {}", e.status.name(), e.message));
+    out.push_str(&format!(" ({}): {}", status_name(e.status), e.message));
     out
 }
 

@@ -132,7 +132,7 @@ pub fn inspection(i: &Inspection) -> String {
                 "rule",
                 Value::str(f.error.cause.unwrap_or(f.error.rule).as_str()),
             ),
-            ("status", Value::str(f.error.status.name())),
+            ("status", Value::str(crate::status_name(f.error.status))),
             ("message", Value::str(&f.error.message)),
         ])
     });
