@@ -81,9 +81,28 @@ fn step_bytes(events: &[Ev], k: usize) -> Vec<u8> {
     b
 }
 
+/// CPU time (user + system) the whole process has used so far, in seconds:
+/// the appending threads, the writer and its compression, together.
+fn process_cpu() -> f64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// What one configuration of the library measured.
+struct Measured {
+    /// Durable steps per second.
+    rate: f64,
+    /// Process CPU seconds per durable step.
+    cpu_per_step: f64,
+}
+
 /// The library: one store, `n` sessions, each thread appends a step and
 /// flushes.
-fn library(cx: &Ctx, backend: &str, compression: &str, n: usize, quick: bool) -> f64 {
+fn library(cx: &Ctx, backend: &str, compression: &str, n: usize, quick: bool) -> Measured {
     let dir = cx
         .tmp
         .0
@@ -108,17 +127,23 @@ fn library(cx: &Ctx, backend: &str, compression: &str, n: usize, quick: bool) ->
     // The stream's first events open a session (its turn and messages).
     let events = &cx.stream.events[..];
     let sessions: Vec<_> = (0..n).map(|i| store.create(&format!("c{i}"))).collect();
-    let rate = steps_per_sec(n, span(quick), |t, k| {
+    let span = span(quick);
+    let cpu0 = process_cpu();
+    let rate = steps_per_sec(n, span, |t, k| {
         let mut out = Buf::new();
         for ev in step_events(events, k) {
             sessions[t].append(ev, &mut out);
         }
         sessions[t].flush();
     });
+    let cpu = process_cpu() - cpu0;
     drop(sessions);
     store.close();
     let _ = std::fs::remove_dir_all(&dir);
-    rate
+    Measured {
+        rate,
+        cpu_per_step: cpu / (rate * span.as_secs_f64()).max(1.0),
+    }
 }
 
 /// Floor (a): each thread writes its step to its own file and fdatasyncs.
@@ -214,6 +239,7 @@ fn sqlite_session(cx: &Ctx, n: usize, quick: bool) -> f64 {
 pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<String, Value>) {
     let mut figures = Map::new();
     let mut at_one: Map<String, Value> = Map::new();
+    let mut cpu_at_one: Map<String, Value> = Map::new();
     for n in COUNTS {
         eprintln!("concurrent durable steps, N = {n} ...");
         let files = own_files(cx, n, quick);
@@ -231,10 +257,13 @@ pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<Strin
             if backend == "postgres" && !postgres {
                 continue;
             }
-            let ours = library(cx, backend, compression, n, quick);
+            let measured = library(cx, backend, compression, n, quick);
+            let ours = measured.rate;
             fig[name] = json!(ours);
+            fig[format!("{name}CpuPerStep")] = json!(measured.cpu_per_step);
             if n == 1 {
                 at_one.insert(name.into(), json!(ours));
+                cpu_at_one.insert(name.into(), json!(measured.cpu_per_step));
             }
             let mut r = row(
                 format!("durable steps/s, {name}, N = {n}"),
@@ -267,7 +296,29 @@ pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<Strin
             };
             rep.push(r);
         }
+        if n == 1 {
+            zstd_cpu_row(&cpu_at_one, rep);
+        }
         figures.insert(n.to_string(), fig);
     }
     extra.insert("concurrent".into(), Value::Object(figures));
+}
+
+/// CPU per durable step of the default zstd JSONL against raw JSONL, one
+/// session (the N = 1 runs above): appends, the writer, compression and
+/// syncs, all of the process's threads.
+fn zstd_cpu_row(cpu: &Map<String, Value>, rep: &mut Report) {
+    let get = |name: &str| cpu.get(name).and_then(Value::as_f64);
+    let (Some(zstd), Some(raw)) = (get("jsonl-zstd"), get("jsonl-raw")) else {
+        return;
+    };
+    rep.push(
+        row("CPU per durable step, jsonl-zstd, N = 1", "cpu", zstd, "s")
+            .base(raw, "raw JSONL, same run")
+            .target("≤ 1.3× raw", zstd <= 1.3 * raw)
+            .note(format!(
+                "process CPU (getrusage, every thread) over the N = 1 run / its steps; \
+                 {STEP} events then a flush per step"
+            )),
+    );
 }
