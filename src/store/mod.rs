@@ -30,12 +30,16 @@ mod session;
 pub mod sqlite;
 pub mod stream_read;
 #[cfg(test)]
+#[path = "tests/gather.rs"]
 mod tests_gather;
 #[cfg(test)]
+#[path = "tests/group.rs"]
 mod tests_group;
 #[cfg(test)]
+#[path = "tests/handles.rs"]
 mod tests_handles;
 #[cfg(all(test, feature = "jsonl"))]
+#[path = "tests/overlap.rs"]
 mod tests_overlap;
 pub mod uuid;
 pub mod verify;

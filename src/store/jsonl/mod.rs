@@ -19,18 +19,25 @@ mod stream;
 mod zstd_frames;
 
 #[cfg(test)]
+#[path = "tests/round_trip.rs"]
 mod tests;
 #[cfg(test)]
+#[path = "tests/compact.rs"]
 mod tests_compact;
 #[cfg(test)]
+#[path = "tests/crash.rs"]
 mod tests_crash;
 #[cfg(test)]
+#[path = "tests/faults.rs"]
 mod tests_faults;
 #[cfg(test)]
+#[path = "tests/layout.rs"]
 mod tests_layout;
 #[cfg(test)]
+#[path = "tests/scan_paths.rs"]
 mod tests_scan_paths;
 #[cfg(all(test, windows))]
+#[path = "tests/windows.rs"]
 mod tests_windows;
 
 use std::collections::{HashMap, HashSet};

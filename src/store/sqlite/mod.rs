@@ -25,32 +25,44 @@ mod schema;
 mod sessions;
 mod stream;
 #[cfg(test)]
+#[path = "tests/round_trip.rs"]
 mod tests;
 #[cfg(test)]
+#[path = "tests/corrupt.rs"]
 mod tests_corrupt;
 #[cfg(test)]
 // SIGKILL: Unix (tests_windows has the Windows side); its test that reads
 // /proc/<pid>/maps runs on Linux.
 #[cfg(unix)]
+#[path = "tests/crash.rs"]
 mod tests_crash;
 #[cfg(test)]
+#[path = "tests/damage.rs"]
 mod tests_damage;
 // Differential against the JSONL backend.
 #[cfg(all(test, feature = "jsonl"))]
+#[path = "tests/differential.rs"]
 mod tests_differential;
 #[cfg(test)]
+#[path = "tests/faults.rs"]
 mod tests_faults;
 #[cfg(test)]
+#[path = "tests/load.rs"]
 mod tests_load;
 #[cfg(test)]
+#[path = "tests/open.rs"]
 mod tests_open;
 #[cfg(test)]
+#[path = "tests/packed.rs"]
 mod tests_packed;
 #[cfg(test)]
+#[path = "tests/schema.rs"]
 mod tests_schema;
 #[cfg(all(test, windows))]
+#[path = "tests/windows.rs"]
 mod tests_windows;
 #[cfg(test)]
+#[path = "tests/writer.rs"]
 mod tests_writer;
 mod write;
 
