@@ -265,8 +265,8 @@ impl LiveSession {
     }
 
     /// The event [`LiveSession::append`] would commit now; nothing changes.
-    pub fn validate(&self, ty: &str, data: Value, intent: &Intent) -> Result<Event> {
-        self.with(|s| s.validate(ty, data, intent, now_ms()))
+    pub fn validate(&self, ty: &str, data: Value, intent: Intent) -> Result<Event> {
+        self.with(|s| s.validate(ty, data, &intent, now_ms()))
     }
 
     /// [`LiveSession::validate`] with JSON text (the ABI's door).
