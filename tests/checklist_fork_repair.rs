@@ -236,19 +236,16 @@ fn invalid_boundaries_are_refused_before_any_child_is_created() {
 
 #[test]
 fn fork_from_a_closed_handle_is_refused() {
-    // The ABI resolves the source through its handle: an unknown / detached
-    // source is a closed handle (docs/c-api.md, DSH_E_CLOSED).
+    // A closed live session refuses a fork as every other call
+    // (docs/c-api.md, DSH_E_CLOSED).
     let store = Store::open();
     let src = store.session("gone");
-    let raw = src.raw;
+    let live = src.live.clone();
     assert_eq!(src.close(), DSH_OK);
-    let mut child = std::ptr::null_mut();
-    // SAFETY: a closed handle must be reported, not dereferenced.
-    let (st, text) =
-        call(|out| unsafe { dsh_session_fork(raw, -1, std::ptr::null(), &mut child, out) });
-    assert_eq!(st, DSH_E_CLOSED, "{text}");
-    assert!(child.is_null());
-    assert_eq!(parse(&text)["rule"], "handle.closed");
+    let f = Fail::from(live.fork(Default::default()).expect_err("closed"));
+    assert_eq!(f.status, DSH_E_CLOSED, "{}", f.text);
+    assert_eq!(f.rule, "handle.closed");
+    assert!(store.ids().is_empty(), "no child was stored");
 }
 
 #[test]

@@ -4,33 +4,16 @@
 
 mod checklist_support;
 
-use std::ffi::CString;
-
 use ::dsh_session::engine::seed::SeedMode;
 use ::dsh_session::engine::{Markers, Policy, Seed, Session};
 use ::dsh_session::json::{self, Value};
 use ::dsh_session::Status;
 use checklist_support::*;
 
-/// Call `f`, check it succeeded, overwrite the returned bytes, free them.
-fn scribble(f: impl FnOnce(*mut dsh_buf) -> dsh_status) {
-    let mut buf = dsh_buf {
-        ptr: std::ptr::null_mut(),
-        len: 0,
-        cap: 0,
-    };
-    assert_eq!(f(&mut buf), DSH_OK);
-    // SAFETY: the library filled `len` bytes at `ptr`; the buffer is ours.
-    unsafe { std::ptr::write_bytes(buf.ptr, b'#', buf.len) };
-    // SAFETY: filled by the library.
-    unsafe { dsh_buf_free(&mut buf) };
-}
-
-/// Overwrite every byte of a C string the library has already read.
-fn overwrite(c: CString) {
-    let mut bytes = c.into_bytes_with_nul();
-    let n = bytes.len() - 1;
-    bytes[..n].fill(b' ');
+/// Overwrite every byte of a text the library has already read.
+fn overwrite(text: String) {
+    let mut bytes = text.into_bytes();
+    bytes.fill(b' ');
     std::hint::black_box(&bytes);
 }
 
@@ -55,14 +38,34 @@ fn returned_views_are_snapshots_the_caller_cannot_alter() {
         s.request_context(),
         s.info(),
     );
-    // SAFETY: live session; each call fills a local buffer.
-    unsafe {
-        scribble(|o| dsh_session_surface(s.raw, o));
-        scribble(|o| dsh_session_events(s.raw, 0, u64::MAX, o));
-        scribble(|o| dsh_session_derive(s.raw, o));
-        scribble(|o| dsh_session_request_context(s.raw, o));
-        scribble(|o| dsh_session_info(s.raw, o));
+    // Each call hands out the caller's own copy: change every one of them.
+    let live = &s.live;
+    let (mut nodes, _) = live.surface().unwrap();
+    nodes.iter_mut().for_each(|n| *n += 1);
+    nodes.push(99);
+    let mut events = live.events(0, u64::MAX).unwrap();
+    events.reverse();
+    events.pop();
+    let mut derived = live.derive().unwrap();
+    for m in &mut derived {
+        m.as_object_mut()
+            .unwrap()
+            .insert_str("role", Value::str("system"));
     }
+    let mut text = live.derive_json().unwrap();
+    text.replace_range(..1, "#");
+    let mut context = live.request_context().unwrap().expect("a context");
+    context
+        .as_object_mut()
+        .unwrap()
+        .insert_str("model", Value::str("changed"));
+    let mut info = live.info().unwrap();
+    info.header
+        .as_object_mut()
+        .unwrap()
+        .insert_str("id", Value::str("changed"));
+    info.length += 1;
+    std::hint::black_box((&nodes, &events, &derived, &text, &context, &info));
     assert_eq!(
         (
             s.surface(),
@@ -178,31 +181,21 @@ fn append_data_and_seeds_are_copied_from_caller_memory() {
     let seed = Log {
         events: vec![ev(0, "plugin/seeded", json!({"v": "original"}), None)],
     };
-    let options = cstr(&json!({"id": "s", "seed": seed.json(), "cwd": "/orig"}).to_string());
-    let mut raw = std::ptr::null_mut();
-    // SAFETY: live store, valid strings and out-pointers.
-    let (st, text) =
-        call(|out| unsafe { dsh_session_create(store.raw, options.as_ptr(), &mut raw, out) });
-    assert_eq!(st, DSH_OK, "{text}");
+    let options = json!({"id": "s", "seed": seed.json(), "cwd": "/orig"}).to_string();
+    let s = ok(store.create(&options));
     overwrite(options);
-    let (t, d) = (cstr("plugin/live"), cstr(r#"{"v":"original"}"#));
-    // SAFETY: live session, valid strings.
-    let (st, text) = call(|out| unsafe {
-        dsh_session_append(raw, t.as_ptr(), d.as_ptr(), std::ptr::null(), out)
-    });
-    assert_eq!(st, DSH_OK, "{text}");
+    let (t, d) = ("plugin/live".to_string(), r#"{"v":"original"}"#.to_string());
+    let e = s.live.append_text(&t, d.as_str(), None);
+    assert!(e.is_ok(), "{e:?}");
     overwrite(d);
     overwrite(t);
-    // SAFETY: live session.
-    let (_, events) = call(|out| unsafe { dsh_session_events(raw, 0, u64::MAX, out) });
-    let (_, info) = call(|out| unsafe { dsh_session_info(raw, out) });
-    let events = parse(&events);
+    let events = s.events();
+    let info = s.info();
     assert_eq!(events[0]["data"], json!({"v": "original"}));
     assert_eq!(events[2]["type"], "plugin/live");
     assert_eq!(events[2]["data"], json!({"v": "original"}));
-    assert_eq!(parse(&info)["header"]["cwd"], "/orig");
-    // SAFETY: handle made above, closed once.
-    unsafe { dsh_session_close(raw, std::ptr::null_mut()) };
+    assert_eq!(info["header"]["cwd"], "/orig");
+    assert_eq!(s.close(), DSH_OK);
 }
 
 #[test]
@@ -350,12 +343,8 @@ fn deeply_nested_data_survives_append_seed_and_restore() {
     let data = deep(depth);
     let store = Store::open();
     let s = store.session("s");
-    let (t, d) = (cstr("plugin/deep"), cstr(&data));
-    // SAFETY: live session, valid strings.
-    let (st, text) = call(|out| unsafe {
-        dsh_session_append(s.raw, t.as_ptr(), d.as_ptr(), std::ptr::null(), out)
-    });
-    assert_eq!(st, DSH_OK);
+    let e = s.live.append_text("plugin/deep", data.as_str(), None);
+    let text = e.expect("deep data is appended").text().to_string();
     assert!(text.contains(&data));
     // A known type: a load refuses unknown non-ignorable ones (docs/events.md §11.3).
     let seed = format!(

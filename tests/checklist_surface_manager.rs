@@ -494,15 +494,14 @@ fn source_seqs_and_replace_object_are_copied_from_caller_memory() {
     let store = Store::open();
     let s = store.session("copy");
     let a = s.surf("user/message", user("a", "1"), op_append());
-    let (t, d) = (cstr("user/message"), cstr(&user("r", "s").to_string()));
-    let intent = cstr(&op_replace(a, a, &[a]).to_string());
-    // SAFETY: live session, valid strings.
-    let (st, text) = call(|out| unsafe {
-        dsh_session_append(s.raw, t.as_ptr(), d.as_ptr(), intent.as_ptr(), out)
-    });
-    assert_eq!(st, DSH_OK, "{text}");
+    let data = user("r", "s").to_string();
+    let intent = op_replace(a, a, &[a]).to_string();
+    let e = s
+        .live
+        .append_text("user/message", data.as_str(), Some(intent.as_str()));
+    assert!(e.is_ok(), "{e:?}");
     // Overwrite the caller's buffer: the stored event must not change.
-    let mut bytes = intent.into_bytes_with_nul();
+    let mut bytes = intent.into_bytes();
     bytes
         .iter_mut()
         .filter(|b| b.is_ascii_digit())

@@ -482,17 +482,15 @@ fn exposed_context_record_is_an_immutable_copy() {
     let s = store.session("s");
     let c = json!({"provider": "p", "model": "m", "contextWindow": 1000});
     s.log("request/context", c.clone());
-    let mut buf = dsh_buf {
-        ptr: std::ptr::null_mut(),
-        len: 0,
-        cap: 0,
-    };
-    // SAFETY: live session; the returned buffer is ours to scribble and free.
-    unsafe {
-        assert_eq!(dsh_session_request_context(s.raw, &mut buf), DSH_OK);
-        std::ptr::write_bytes(buf.ptr, b'0', buf.len);
-        dsh_buf_free(&mut buf);
-    }
+    // The core hands out its own copy: changing it changes nothing stored.
+    let mut mine = ok(s.live.request_context().map_err(Fail::from)).expect("a context");
+    mine.as_object_mut()
+        .unwrap()
+        .insert_str("contextWindow", Value::Number(0.0));
+    assert_eq!(
+        mine.to_json(),
+        r#"{"provider":"p","model":"m","contextWindow":0}"#
+    );
     let mut copy = s.request_context();
     copy["contextWindow"] = json!(1);
     assert_eq!(s.request_context(), c);

@@ -4,9 +4,9 @@
 
 mod checklist_support;
 
-use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
+
+use ::dsh_session::store::{CreateOptions, LiveSession, Notice};
 
 use checklist_support::*;
 
@@ -172,12 +172,9 @@ fn sessions_belong_to_exactly_one_store() {
 #[test]
 fn bare_store_created_session_gets_a_current_version_header() {
     let store = Store::open();
-    let mut raw = std::ptr::null_mut();
-    // SAFETY: live store, NULL options, valid out-pointers.
-    let (st, text) =
-        call(|out| unsafe { dsh_session_create(store.raw, std::ptr::null(), &mut raw, out) });
-    assert_eq!(st, DSH_OK, "{text}");
-    let h = parse(&text);
+    // No options at all: the defaults.
+    let bare = ok(store.create_with(CreateOptions::default()));
+    let h = parse(&bare.live.header().unwrap().to_json());
     let keys: Vec<&String> = h.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["version", "id", "createdAt"]);
     assert_eq!(h["version"], json!(0));
@@ -185,8 +182,7 @@ fn bare_store_created_session_gets_a_current_version_header() {
     assert!(h["createdAt"]
         .as_u64()
         .is_some_and(|t| t > 1_600_000_000_000));
-    // SAFETY: handle made above.
-    unsafe { dsh_session_close(raw, std::ptr::null_mut()) };
+    assert_eq!(bare.close(), DSH_OK);
     let s = store.session("named");
     assert_eq!(s.header["version"], json!(0));
     assert_eq!(s.header["id"], "named");
@@ -317,56 +313,41 @@ fn rejected_surface_transition_is_not_applied_or_published() {
 
 /// An observer that appends to the session it is told about.
 struct Reenter {
-    session: AtomicPtr<dsh_session>,
+    session: Mutex<Weak<LiveSession>>,
     data: &'static str,
     notices: Mutex<Vec<(String, u64)>>,
     inner: Mutex<Vec<(dsh_status, String, usize)>>,
 }
 
-unsafe extern "C" fn reenter(
-    user_data: *mut c_void,
-    _id: *const c_char,
-    kind: *const c_char,
-    payload: *const c_char,
-) {
-    // SAFETY: `user_data` is the test's `Reenter`; strings are valid for the call.
-    let (r, kind, payload) = unsafe {
-        (
-            &*(user_data as *const Reenter),
-            CStr::from_ptr(kind),
-            CStr::from_ptr(payload),
-        )
-    };
-    if kind.to_bytes() != b"event" {
+fn reenter(r: &Reenter, notice: Notice<'_>) {
+    let (kind, payload) = notice_text(notice);
+    if kind != "event" {
         return;
     }
-    let seq = parse(payload.to_str().unwrap())["seq"].as_u64().unwrap();
+    let seq = parse(&payload)["seq"].as_u64().unwrap();
     r.notices.lock().unwrap().push(("event".into(), seq));
-    let s = r.session.load(Ordering::SeqCst);
-    let (t, d) = (cstr("plugin/reentrant"), cstr(r.data));
-    // SAFETY: live session handle, valid strings.
-    let (st, text) =
-        call(|out| unsafe { dsh_session_append(s, t.as_ptr(), d.as_ptr(), std::ptr::null(), out) });
+    let s = r.session.lock().unwrap().upgrade().expect("live session");
+    let (st, rule) = match s.append_text("plugin/reentrant", r.data, None) {
+        Ok(_) => (DSH_OK, String::new()),
+        Err(e) => (e.status.code(), e.rule.as_str().to_string()),
+    };
     // The committed event is readable from the observer.
-    // SAFETY: live session handle.
-    let (_, log) = call(|out| unsafe { dsh_session_events(s, 0, u64::MAX, out) });
-    r.inner.lock().unwrap().push((
-        st,
-        parse(&text)["rule"].as_str().unwrap_or("").to_string(),
-        parse(&log).as_array().unwrap().len(),
-    ));
+    let log = s.events(0, u64::MAX).unwrap();
+    r.inner.lock().unwrap().push((st, rule, log.len()));
 }
 
-fn reentrant_store(data: &'static str) -> (Box<Reenter>, Store) {
-    let r = Box::new(Reenter {
-        session: AtomicPtr::new(std::ptr::null_mut()),
+fn reentrant_store(data: &'static str) -> (Arc<Reenter>, Store) {
+    let r = Arc::new(Reenter {
+        session: Mutex::new(Weak::new()),
         data,
         notices: Mutex::default(),
         inner: Mutex::default(),
     });
     let store = Store::open();
-    // SAFETY: the box outlives the store (returned first, dropped last).
-    unsafe { store.set_observer(Some(reenter), &*r as *const Reenter as *mut c_void) };
+    let seen = r.clone();
+    store.set_observer(Some(Arc::new(move |_: &str, notice: Notice<'_>| {
+        reenter(&seen, notice)
+    })));
     (r, store)
 }
 
@@ -374,7 +355,7 @@ fn reentrant_store(data: &'static str) -> (Box<Reenter>, Store) {
 fn reentrant_append_from_an_observer_is_refused_and_order_is_kept() {
     let (r, store) = reentrant_store("{}");
     let s = store.session("s");
-    r.session.store(s.raw, Ordering::SeqCst);
+    *r.session.lock().unwrap() = Arc::downgrade(&s.live);
     s.log("plugin/first", json!(1));
     s.log("plugin/second", json!(2));
     assert_eq!(
@@ -400,7 +381,7 @@ fn reentrant_append_checks_its_data_before_reentrancy() {
     // docs/errors.md §3.1: json.not-lossless (1) precedes append.reentrant (4).
     let (r, store) = reentrant_store("[-0]");
     let s = store.session("s");
-    r.session.store(s.raw, Ordering::SeqCst);
+    *r.session.lock().unwrap() = Arc::downgrade(&s.live);
     s.log("plugin/first", json!(1));
     assert_eq!(
         *r.inner.lock().unwrap(),
@@ -426,15 +407,11 @@ fn todo_write_stores_the_whole_list_as_a_snapshot() {
     let store = Store::open();
     let s = store.session("s");
     let list = json!({"todos": [{"content": "a", "status": "pending"}, {"content": "b", "status": "in_progress"}]});
-    let (t, d) = (cstr("todo/write"), cstr(&list.to_string()));
-    // SAFETY: live session, valid strings.
-    let (st, _) = call(|out| unsafe {
-        dsh_session_append(s.raw, t.as_ptr(), d.as_ptr(), std::ptr::null(), out)
-    });
-    assert_eq!(st, DSH_OK);
-    let mut bytes = d.into_bytes_with_nul();
-    let n = bytes.len() - 1;
-    bytes[..n].fill(b'x');
+    let d = list.to_string();
+    let e = s.live.append_text("todo/write", d.as_str(), None);
+    assert!(e.is_ok(), "{e:?}");
+    let mut bytes = d.into_bytes();
+    bytes.fill(b'x');
     std::hint::black_box(&bytes);
     assert_eq!(s.events()[0]["data"], list);
     let second = json!({"todos": [{"content": "b", "status": "completed"}]});

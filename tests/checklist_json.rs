@@ -1,4 +1,4 @@
-//! The lossless JSON value model at the ABI (docs/events.md §2,
+//! The lossless JSON value model of appended data (docs/events.md §2,
 //! docs/errors.md §4.1).
 
 mod checklist_support;
@@ -9,26 +9,12 @@ use checklist_support::*;
 /// Append `data` as raw text to a log-only event; return (status, rule or
 /// the stored `data` text).
 fn append_text(s: &Sess, data: &str) -> (dsh_status, String) {
-    let (t, d) = (cstr("plugin/value"), cstr(data));
-    // SAFETY: live session, valid strings.
-    let (st, text) = call(|out| unsafe {
-        dsh_session_append(s.raw, t.as_ptr(), d.as_ptr(), std::ptr::null(), out)
-    });
-    if st != DSH_OK {
-        let v = json::parse(&text).unwrap();
-        return (
-            st,
-            v.as_object()
-                .unwrap()
-                .get("rule")
-                .unwrap()
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
-    }
+    let text = match s.live.append_text("plugin/value", data, None) {
+        Ok(e) => e.text().to_string(),
+        Err(e) => return (e.status.code(), e.rule.as_str().to_string()),
+    };
     let start = text.find(",\"data\":").expect("data key") + 8;
-    (st, text[start..text.len() - 1].to_string())
+    (DSH_OK, text[start..text.len() - 1].to_string())
 }
 
 /// Scalars as JSON text and the canonical text they are stored as.
@@ -159,13 +145,8 @@ fn very_deep_nesting_is_accepted_without_stack_exhaustion() {
     let events = format!(
         r#"[{{"type":"user/message","seq":0,"time":0,"data":{{"id":"u","role":"user","content":{arrays},"source":{{"kind":"user"}}}},"surfaceOp":"append"}}]"#
     );
-    let derived = {
-        let e = cstr(&events);
-        // SAFETY: valid string.
-        call(|out| unsafe { dsh_derive_messages(e.as_ptr(), out) })
-    };
-    assert_eq!(derived.0, DSH_OK);
-    assert!(derived.1.contains(&arrays));
+    let derived = ok(derive_messages_text(&events));
+    assert!(derived.contains(&arrays));
 }
 
 #[test]
