@@ -187,3 +187,62 @@ fn an_intent_is_the_object_the_text_form_writes() {
     assert_eq!(Intent::none().to_value(), None);
     assert_eq!(Intent::append().surface_op, Some(SurfaceOp::Append));
 }
+
+#[test]
+fn an_observer_appending_on_its_session_meets_the_input_checks_first() {
+    use dsh_session::store::Notice;
+    use std::sync::Mutex;
+    let store = Store::open(StoreConfig::memory()).unwrap();
+    let slot: Arc<Mutex<Option<Arc<LiveSession>>>> = Arc::default();
+    let rules: Arc<Mutex<Vec<Rule>>> = Arc::default();
+    let (in_slot, seen) = (slot.clone(), rules.clone());
+    store.set_observer(Some(Arc::new(move |_, notice| {
+        let Notice::Event(e) = notice else { return };
+        if e.seq != 0 {
+            return;
+        }
+        let s = in_slot.lock().unwrap().clone().unwrap();
+        let lossy = Value::obj([("turn", Value::Number(-0.0))]);
+        let attempts = [
+            s.append("turn/start", lossy, Intent::none()),
+            s.append("request/header-delta", v("{}"), Intent::none()),
+            s.append("turn/start", v(r#"{"turn":2}"#), Intent::none()),
+        ];
+        let mut seen = seen.lock().unwrap();
+        seen.extend(attempts.into_iter().map(|r| r.unwrap_err().rule));
+    })));
+    let s = fresh(&store, "observed");
+    *slot.lock().unwrap() = Some(s.clone());
+    s.append("turn/start", v(r#"{"turn":1}"#), Intent::none())
+        .unwrap();
+    assert_eq!(
+        *rules.lock().unwrap(),
+        [
+            Rule::JsonNotLossless,
+            Rule::HeaderLegacy,
+            Rule::AppendReentrant
+        ],
+        "docs/errors.md §3.1: the input checks come before the re-entrancy check"
+    );
+    assert_eq!(s.next_seq().unwrap(), 1);
+    *slot.lock().unwrap() = None;
+}
+
+#[test]
+fn a_dropped_session_is_disposed_once_as_a_closed_one_is() {
+    use dsh_session::store::Notice;
+    use std::sync::Mutex;
+    let store = Store::open(StoreConfig::memory()).unwrap();
+    let disposed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = disposed.clone();
+    store.set_observer(Some(Arc::new(move |id, notice| {
+        if matches!(notice, Notice::Disposed) {
+            seen.lock().unwrap().push(id.to_string());
+        }
+    })));
+    drop(fresh(&store, "dropped"));
+    let closed = fresh(&store, "closed");
+    closed.close().unwrap();
+    drop(closed);
+    assert_eq!(*disposed.lock().unwrap(), ["dropped", "closed"]);
+}

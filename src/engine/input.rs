@@ -188,6 +188,16 @@ pub(crate) fn check_append_input(ty: &str, data: &str, intent: Option<&str>) -> 
     .map(|_| ())
 }
 
+/// [`check_append_input`] of a typed append.
+pub(crate) fn check_append_value(ty: &str, data: &Value, intent: &super::Intent) -> Result<()> {
+    check_input(
+        ty,
+        &Data::Value(data.clone(), false),
+        IntentArg::Value(intent.to_value()),
+    )
+    .map(|_| ())
+}
+
 /// The intent's `ignorable` member under strict admission: a boolean, and
 /// `true` only on a type outside the core vocabulary.
 pub(super) fn ignorable_marker(ty: &str, ignorable: Option<Value>) -> Result<bool> {

@@ -8,7 +8,7 @@ use super::admission::{Admission, Policy};
 use super::chunked::CHUNK;
 use super::derive::DeriveCache;
 use super::event::{Event, APPEND_ORDER, END_SEED, TURN_END, TURN_START};
-pub(crate) use super::input::check_append_input;
+pub(crate) use super::input::{check_append_input, check_append_value};
 use super::input::{check_input, ignorable_marker, Data, IntentArg};
 pub use super::input::{parse_input, DataText};
 pub use super::intent::{Intent, NewEvent, SurfaceOp};

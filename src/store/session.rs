@@ -226,6 +226,10 @@ impl LiveSession {
     /// # Ok::<(), dsh_session::Error>(())
     /// ```
     pub fn append(&self, ty: &str, data: Value, intent: Intent) -> Result<Arc<Event>> {
+        if self.check_reentrant().is_err() {
+            // docs/errors.md §3.1: the input checks come before `append.reentrant`.
+            crate::engine::session::check_append_value(ty, &data, &intent)?;
+        }
         let mut v = self.commit(|s, now| Ok(vec![s.append(ty, data, &intent, now)?]))?;
         Ok(v.remove(0))
     }
@@ -414,8 +418,10 @@ impl Drop for LiveSession {
     fn drop(&mut self) {
         let open = self.state.get_mut().map(|s| s.is_some()).unwrap_or(true);
         if open {
+            // A dropped handle is closed as `close` would, and said so.
             let _ = self.store.drain(&self.id);
             self.store.release(&self.id);
+            self.notify(Notice::Disposed);
         }
     }
 }
