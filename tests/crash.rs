@@ -1,5 +1,5 @@
-//! Crash test: a child process appends through the C ABI with write-behind
-//! on and is killed with SIGKILL at random moments. After every kill the
+//! Crash test: a child process appends through the core `Store` API (the
+//! JSON-text doors the C ABI calls) with write-behind on and is killed with SIGKILL at random moments. After every kill the
 //! store must reopen, keep every event acknowledged by a completed flush
 //! (byte for byte), and end balanced (docs/lifecycle.md §6).
 //!
@@ -7,7 +7,7 @@
 //! and SQLite, at most 30 on PostgreSQL, which needs a server:
 //! `DSH_TEST_POSTGRES_URL`). `tests/soak.sh` runs many more.
 
-mod support;
+mod store_support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -15,8 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ::dsh_session::json::Value;
-use ::dsh_session_ffi::*;
-use support::*;
+use store_support::*;
 
 const CHILD_ENV: &str = "DSH_CRASH_CHILD_CONFIG";
 const SEED_ENV: &str = "DSH_CRASH_CHILD_SEED";
@@ -247,11 +246,7 @@ fn crash_trials_with(config: &str, trials: u64, noisy: bool) {
 
         let store =
             Store::open(config).unwrap_or_else(|e| panic!("trial {trial}: reopen store: {e:?}"));
-        let id = c("crash");
-        // SAFETY: live store, valid string.
-        let (st, text) = call(|out| unsafe { dsh_store_inspect(store.0, id.as_ptr(), out) });
-        if st == DSH_OK {
-            let inspected = parse(&text);
+        if let Ok(inspected) = store.try_inspect("crash") {
             let o = inspected.as_object().unwrap();
             torn += u64::from(o.get("torn") == Some(&Value::Bool(true)));
             repaired += u64::from(!o.get("repair").unwrap().as_array().unwrap().is_empty());

@@ -1,14 +1,14 @@
-//! Fault injection on stored sessions, through the C ABI: every damage ends
+//! Fault injection on stored sessions, through the core `Store` API (with
+//! tests/store_support, which takes the C ABI's JSON texts): every damage ends
 //! in a clean repair or `DSH_E_CORRUPT` with a rule id — never a panic, never
 //! a silent change of committed data.
 
-mod support;
+mod store_support;
 
 use std::path::Path;
 
 use ::dsh_session::json::Value;
-use ::dsh_session_ffi::*;
-use support::*;
+use store_support::*;
 
 fn sqlite_config(path: &Path) -> String {
     format!(
@@ -53,7 +53,7 @@ fn damage_sqlite(path: &Path, sql: &str) {
     db.execute_batch(sql).unwrap();
 }
 
-fn open_after(config: &str) -> Result<Value, (dsh_status, String)> {
+fn open_after(config: &str) -> Result<Value, Failure> {
     let store = Store::open(&declaring(config)).unwrap();
     let (s, _) = store.open_session("f")?;
     Ok(s.events())

@@ -1,19 +1,19 @@
-//! The storage contract (docs/formats.md §1), run through the C ABI against
+//! The storage contract (docs/formats.md §1), run against the core `Store`
+//! API (through tests/store_support, which takes the C ABI's JSON texts) on
 //! every backend: memory, JSONL (zstd and raw lines), SQLite and
 //! PostgreSQL (each test in a fresh schema of the server that
 //! `DSH_TEST_POSTGRES_URL` names; skipped, saying so, without one).
 
-mod support;
+mod store_support;
 
 use ::dsh_session::json::Value;
-use ::dsh_session_ffi::*;
-use support::*;
+use store_support::*;
 
 /// One backend under test.
 struct Fixture {
     config: String,
     durable: bool,
-    _dir: Option<support::TempDir>,
+    _dir: Option<store_support::TempDir>,
 }
 
 impl Fixture {
@@ -469,13 +469,7 @@ fn inspect_reads_without_repairing(kind: &str) {
     s.append_ok("step/start", r#"{"turn":1,"step":1}"#, None);
     drop(s);
     let store = f.reopen(store);
-    let id = c("ins");
-    let inspect = || {
-        // SAFETY: live store, valid string.
-        let (st, text) = call(|out| unsafe { dsh_store_inspect(store.0, id.as_ptr(), out) });
-        assert_eq!(st, DSH_OK, "{text}");
-        parse(&text)
-    };
+    let inspect = || store.inspect("ins");
     let first = inspect();
     let o = first.as_object().unwrap();
     assert_eq!(o.get("torn"), Some(&Value::Bool(false)));
