@@ -288,12 +288,12 @@ fn parse_member(text: &str) -> Value {
 
 /// Whether canonical `data` text has `reason: "fallback"`: the retired
 /// `request/header` vocabulary (`header.legacy-fallback`).
-pub fn has_fallback_reason(data: &str) -> bool {
+pub(crate) fn has_fallback_reason(data: &str) -> bool {
     canon::member(data, "reason") == Some("\"fallback\"")
 }
 
 /// A non-negative safe integer written canonically (`0` or no leading zero).
-pub fn plain_int(text: &str) -> Option<u64> {
+pub(crate) fn plain_int(text: &str) -> Option<u64> {
     if text.is_empty() || text.len() > 16 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
