@@ -36,7 +36,8 @@ pub struct SessionInfo {
     pub header: Value,
     /// The number of events (the next seq).
     pub length: u64,
-    /// The seq of the first event after the seed.
+    /// The first seq written by this lifecycle (after the seed, or after
+    /// what an open read back).
     pub first_live_seq: u64,
     /// The surface's replace generation.
     pub replace_generation: u64,
@@ -295,7 +296,8 @@ impl LiveSession {
         self.with(|s| Ok(s.events().len() as u64))
     }
 
-    /// What [`LiveSession::info`] tells about the session now.
+    /// The session's id, header, length, surface generation, open turn
+    /// and admission, now.
     pub fn info(&self) -> Result<SessionInfo> {
         self.with(|s| {
             let policy = s.policy();
