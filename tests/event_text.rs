@@ -3,7 +3,8 @@
 //! (`JSON.stringify` of the parsed input), whatever form the input had,
 //! and a fork must share, never alias, its parent's events.
 
-mod support;
+mod store_support;
+use store_support as support;
 
 use std::sync::Arc;
 
