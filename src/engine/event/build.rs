@@ -98,7 +98,7 @@ impl Event {
     /// A new event in `append` key order whose `data` is canonical JSON text
     /// and whose data and surface metadata the caller checked lossless (an
     /// append).
-    pub fn with_canonical_data(
+    pub(crate) fn with_canonical_data(
         ty: JsString,
         seq: u64,
         time: i64,
@@ -121,7 +121,8 @@ impl Event {
     /// [`Event::with_canonical_data`] with the surface metadata given as
     /// canonical JSON text too (stored columns read back): nothing is
     /// parsed, every member is copied once.
-    pub fn with_canonical_texts(
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn with_canonical_texts(
         ty: JsString,
         seq: u64,
         time: i64,
@@ -145,7 +146,8 @@ impl Event {
     /// `text` is canonical JSON of a well-formed envelope with a plain
     /// (escape-free) type. Anything else comes back as `Err(text)` for the
     /// caller's value path, which reports the precise error.
-    pub fn from_canonical_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
+    #[cfg(test)]
+    pub(crate) fn from_canonical_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
         // One pass: the check also finds the envelope members.
         let index = canon::canonical_members(&text)
             .and_then(|members| Event::index(&text, members.into_iter()));
@@ -159,7 +161,8 @@ impl Event {
     /// (a stored line): one pass checks UTF-8 and canonical form and finds
     /// the envelope members; the bytes are copied into the event only when
     /// they pass. `None` sends them to the caller's value path.
-    pub fn from_canonical_bytes(bytes: &[u8]) -> Option<Event> {
+    #[cfg_attr(not(feature = "jsonl"), allow(dead_code))]
+    pub(crate) fn from_canonical_bytes(bytes: &[u8]) -> Option<Event> {
         let (text, spans) = canon::canonical_object(bytes)?;
         let members = spans
             .iter()
@@ -173,7 +176,7 @@ impl Event {
     /// `JSON.stringify` writes for a lossless value (text this library
     /// wrote, or checked with [`canon::is_canonical`]): the check is not
     /// repeated, only the envelope is read.
-    pub fn from_trusted_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
+    pub(crate) fn from_trusted_text(text: Box<str>) -> std::result::Result<Event, Box<str>> {
         let index = canon::members(&text).and_then(|members| Event::index(&text, members));
         match index {
             Some(index) => Ok(Event::indexed(text, index)),

@@ -117,7 +117,7 @@ fn refuse_version(v: &Value, path: &Path) -> Result<()> {
 /// header in docs/events.md §13 key order with `delegationDepth` always present
 /// and unknown keys dropped. In [`Mode::List`] a line that is not a header
 /// gives `Ok(None)`.
-pub fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>> {
+pub(crate) fn read_header(line: &[u8], path: &Path, mode: Mode) -> Result<Option<Value>> {
     let text = String::from_utf8_lossy(line);
     let value = match json::parse(&text) {
         Ok(v) => v,

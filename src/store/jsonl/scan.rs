@@ -233,7 +233,7 @@ pub type Line = Option<Vec<Stored>>;
 
 /// Decode one complete line (without its `\n`). Pure: lines can be decoded
 /// on any thread and taken in order by [`Scanner::feed_decoded`].
-pub fn decode_line(line: &[u8]) -> Line {
+pub(crate) fn decode_line(line: &[u8]) -> Line {
     match canonical_packed(line) {
         Some(events) => Some(events),
         None => canonical_event(line).map(|e| vec![e]).or_else(|| {
