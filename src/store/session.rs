@@ -119,8 +119,9 @@ impl LiveSession {
     /// does not see; appends go through [`LiveSession::append`]:
     ///
     /// ```compile_fail,E0596
+    /// # use dsh_session::{engine::Intent, json::Value};
     /// # fn f(live: &dsh_session::store::LiveSession) {
-    /// live.with(|s| s.append("x/y", "{}", None, 0)).unwrap();
+    /// live.with(|s| s.append("x/y", Value::Null, &Intent::none(), 0)).unwrap();
     /// # }
     /// ```
     pub fn with<T>(&self, f: impl FnOnce(&Session) -> Result<T>) -> Result<T> {
