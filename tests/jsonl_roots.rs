@@ -1,15 +1,14 @@
-//! JSONL store roots through the C ABI (docs/tests-checklist.md, jsonl.spec
+//! JSONL store roots (docs/tests-checklist.md, jsonl.spec
 //! rows): a relative root, revisions across roots and reopens, ignorable
 //! events named like storage tags, a file where a session directory goes.
 //!
 //! One test changes the process's working directory; every other test of
 //! this file uses absolute paths only.
 
-mod support;
+mod store_support;
 
 use ::dsh_session::json::Value;
-use ::dsh_session_ffi::*;
-use support::{strip_time, temp_dir, types_of, Store};
+use store_support::*;
 
 const TURN_END: &str = r#"{"turn":1,"reason":{"kind":"completed"}}"#;
 

@@ -1,5 +1,5 @@
-//! Processes racing as writers of one PostgreSQL session (through the C
-//! ABI): several child processes each open the session, append a turn
+//! Processes racing as writers of one PostgreSQL session (through the
+//! core's `Store`): several child processes each open the session, append a turn
 //! tagged with their name, flush and close, over and over, with no
 //! coordination but the database's. Whatever interleaving the server
 //! allows, the stored log is contiguous, holds every turn a flush
@@ -8,14 +8,13 @@
 //!
 //! Needs a server (`DSH_TEST_POSTGRES_URL`); skipped, saying so, without.
 
-mod support;
+mod store_support;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
 use ::dsh_session::json::Value;
-use ::dsh_session_ffi::*;
-use support::*;
+use store_support::*;
 
 const CHILD_ENV: &str = "DSH_RACE_CHILD_CONFIG";
 const NAME_ENV: &str = "DSH_RACE_CHILD_NAME";

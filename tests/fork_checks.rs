@@ -2,10 +2,9 @@
 //! source was allowed to hold (a stored -0, a live message without id) is
 //! refused in the child, every time — remembered checks never hide that.
 
-mod support;
+mod store_support;
 
-use ::dsh_session_ffi::*;
-use support::*;
+use store_support::*;
 
 #[test]
 fn a_live_message_without_id_refuses_every_fork_and_a_clean_prefix_forks() {

@@ -2,18 +2,17 @@
 //! in-memory upgrade; retired vocabulary and malformed legacy shapes refuse.
 //! The logs are written by hand in the reference's JSONL layout.
 
-mod support;
+mod store_support;
 
 use ::dsh_session::json::Value;
-use ::dsh_session_ffi::*;
-use support::*;
+use store_support::*;
 
 /// A raw-lines JSONL store whose session "old" holds `lines`.
-fn store_with(lines: &[&str]) -> (support::TempDir, String) {
+fn store_with(lines: &[&str]) -> (store_support::TempDir, String) {
     raw_jsonl_store("legacy", "old", lines)
 }
 
-fn open(config: &str) -> Result<Value, (dsh_status, String)> {
+fn open(config: &str) -> Result<Value, (i32, String)> {
     let store = Store::open(config).unwrap();
     let (s, _) = store.open_session("old")?;
     Ok(strip_time(s.events()))
@@ -100,7 +99,7 @@ fn legacy_shapes_are_upgraded_in_memory_and_storage_is_not_rewritten() {
     assert_eq!(events.as_array().unwrap().len(), lines.len() + 1);
 }
 
-fn refused(lines: &[&str]) -> (dsh_status, String) {
+fn refused(lines: &[&str]) -> (i32, String) {
     let (_dir, config) = store_with(lines);
     let err = open(&config).expect_err("refused");
     (err.0, rule(&err.1))

@@ -2,15 +2,14 @@
 //! touch it: its hot rollback journal is not rolled back and its pending
 //! WAL is not checkpointed, so every byte of it stays as it was.
 
-mod support;
+mod store_support;
 
 use std::path::{Path, PathBuf};
 
 use ::dsh_session::json::Value;
-use ::dsh_session_ffi::*;
 use rusqlite::config::DbConfig;
 use rusqlite::Connection;
-use support::*;
+use store_support::*;
 
 fn config(db: &Path) -> String {
     format!(
