@@ -23,8 +23,9 @@ use dsh_session::{Error, Rule, Status};
 
 pub use serde_json::{json, Value as J};
 
-/// A fixed base time for seeded events.
-pub const T0: i64 = 1_755_650_000_000;
+mod outcome;
+
+pub use outcome::*;
 
 /// A status as the number the C ABI gives it (`dsh_status`).
 #[allow(non_camel_case_types)]
@@ -42,31 +43,11 @@ pub const DSH_E_INVALID_ARGUMENT: dsh_status = Status::InvalidArgument as i32;
 pub const DSH_E_CLOSED: dsh_status = Status::Closed as i32;
 pub const DSH_E_INTERNAL: dsh_status = Status::Internal as i32;
 
-/// Parse library output with serde_json (ordinary values only).
-pub fn parse(text: &str) -> J {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("bad JSON {e}: {text:.300}"))
-}
-
 /// A test input as a core value (serde_json writes ordinary JSON, which
 /// the core's lossless parser reads back as the same value).
 pub fn value(v: &J) -> Value {
     core_json::parse(&v.to_string()).expect("serde_json writes JSON")
 }
-
-/// A failed call: the status and the fields of the error.
-#[derive(Debug, Clone)]
-pub struct Fail {
-    pub status: dsh_status,
-    pub rule: String,
-    pub message: String,
-    pub index: Option<u64>,
-    pub reference_code: Option<String>,
-    /// The error in the C ABI's error-object shape, for messages.
-    pub text: String,
-}
-
-/// The result of a wrapped call.
-pub type R<T> = Result<T, Fail>;
 
 /// The error object of `e` (the fields the C ABI's error JSON carries).
 fn error_text(e: &Error) -> String {
@@ -97,32 +78,6 @@ impl From<Error> for Fail {
             reference_code: e.code.map(str::to_string),
             text: error_text(&e),
         }
-    }
-}
-
-/// Assert a failure with `status` and `rule`; return it for further checks.
-#[track_caller]
-pub fn expect_err<T: std::fmt::Debug>(r: R<T>, status: dsh_status, rule: &str) -> Fail {
-    match r {
-        Ok(v) => panic!("expected {rule} (status {status}), got success {v:?}"),
-        Err(f) => {
-            assert_eq!(
-                (f.status, f.rule.as_str()),
-                (status, rule),
-                "wrong failure: {}",
-                f.text
-            );
-            f
-        }
-    }
-}
-
-/// Assert success and return the value.
-#[track_caller]
-pub fn ok<T>(r: R<T>) -> T {
-    match r {
-        Ok(v) => v,
-        Err(f) => panic!("expected success, got {}", f.text),
     }
 }
 

@@ -10,8 +10,10 @@ use std::ptr;
 pub use ::dsh_session_ffi::*;
 pub use serde_json::{json, Value as J};
 
-/// A fixed base time for seeded events.
-pub const T0: i64 = 1_755_650_000_000;
+#[path = "../../../../tests/checklist_support/outcome.rs"]
+mod outcome;
+
+pub use outcome::*;
 
 #[path = "../support/call.rs"]
 mod call;
@@ -20,25 +22,6 @@ pub use call::{call, cstr};
 fn opt_ptr(s: &Option<CString>) -> *const c_char {
     s.as_ref().map_or(ptr::null(), |c| c.as_ptr())
 }
-
-/// Parse library output with serde_json (ordinary values only).
-pub fn parse(text: &str) -> J {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("bad JSON {e}: {text:.300}"))
-}
-
-/// A failed call: the status and the fields of the error object.
-#[derive(Debug, Clone)]
-pub struct Fail {
-    pub status: dsh_status,
-    pub rule: String,
-    pub message: String,
-    pub index: Option<u64>,
-    pub reference_code: Option<String>,
-    pub text: String,
-}
-
-/// The result of a wrapped call.
-pub type R<T> = Result<T, Fail>;
 
 fn fail_of(status: dsh_status, text: &str) -> Fail {
     let v = parse(text);
@@ -61,32 +44,6 @@ fn result((status, text): (dsh_status, String)) -> R<String> {
         Ok(text)
     } else {
         Err(fail_of(status, &text))
-    }
-}
-
-/// Assert a failure with `status` and `rule`; return it for further checks.
-#[track_caller]
-pub fn expect_err<T: std::fmt::Debug>(r: R<T>, status: dsh_status, rule: &str) -> Fail {
-    match r {
-        Ok(v) => panic!("expected {rule} (status {status}), got success {v:?}"),
-        Err(f) => {
-            assert_eq!(
-                (f.status, f.rule.as_str()),
-                (status, rule),
-                "wrong failure: {}",
-                f.text
-            );
-            f
-        }
-    }
-}
-
-/// Assert success and return the value.
-#[track_caller]
-pub fn ok<T>(r: R<T>) -> T {
-    match r {
-        Ok(v) => v,
-        Err(f) => panic!("expected success, got {}", f.text),
     }
 }
 
