@@ -17,7 +17,7 @@ use super::faults::{self, Point};
 use super::fsio::{self, FileId};
 use super::layout::{io_error, open_read, READ_BLOCK};
 use super::scan::memchr;
-use super::zstd_frames::{compress_frame_at, decode_frame, scan_stream};
+use super::zstd_frames::{scan_stream, FrameDecoder};
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
 use crate::store::platform;
@@ -189,10 +189,11 @@ pub fn merge(path: &Path, tail: &Tail) -> Result<Option<Merged>> {
     let written = write_merged(&old, start, &temp, path, |out| {
         let mut raw = Vec::new();
         let mut text = Vec::new();
+        let mut decoder = FrameDecoder::new();
         for r in run {
             raw.resize(r.len(), 0);
             read_at(from + r.start as u64, &mut raw)?;
-            text.extend_from_slice(&decode_frame(&raw, Rule::ZstdFrameDecode, r.start)?);
+            decoder.decode_append(&raw, r.start, &mut text)?;
             while text.len() >= FULL_TEXT {
                 // Cut after the last line end that keeps the frame within
                 // FULL_TEXT, or after the first one past it (a longer line).
@@ -287,6 +288,8 @@ fn write_merged(
         frame: Vec::new(),
         written: 0,
         last_start: 0,
+        compressor: None,
+        decoder: FrameDecoder::new(),
     };
     if !merge(&mut out)? {
         return Ok(None);
@@ -306,6 +309,10 @@ struct Output {
     written: u64,
     /// Where the last merged frame starts, from the first one.
     last_start: u64,
+    /// The compression context of the merged frames, made on first use.
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+    /// The decoder that checks each merged frame.
+    decoder: FrameDecoder,
 }
 
 impl Output {
@@ -319,10 +326,24 @@ impl Output {
                 format!("merging zstd frames: {what}"),
             )
         };
+        if self.compressor.is_none() {
+            // Checksummed frames that state their size (a reader reserves
+            // it up front).
+            let made = zstd::bulk::Compressor::new(MERGE_LEVEL).and_then(|mut c| {
+                c.include_checksum(true)?;
+                c.include_contentsize(true)?;
+                Ok(c)
+            });
+            self.compressor = Some(made.map_err(|e| failed(e.to_string()))?);
+        }
+        let compressor = self.compressor.as_mut().expect("made above");
         self.frame.clear();
-        compress_frame_at(text, MERGE_LEVEL, &mut self.frame).map_err(|e| failed(e.to_string()))?;
-        let back = decode_frame(&self.frame, Rule::ZstdFrameDecode, 0)?;
-        if back != text {
+        self.frame
+            .reserve(zstd::zstd_safe::compress_bound(text.len()));
+        compressor
+            .compress_to_buffer(text, &mut self.frame)
+            .map_err(|e| failed(e.to_string()))?;
+        if !self.decoder.decodes_to(&self.frame, text)? {
             return Err(failed("a merged frame does not decode to its text".into()));
         }
         self.file

@@ -300,6 +300,8 @@ pub struct FrameDecoder {
     context: Option<zstd::bulk::Decompressor<'static>>,
     /// The context of frames decoded in pieces (see [`FrameDecoder::pieces`]).
     stream: Option<StreamDecoder>,
+    /// A piece on its way to [`FrameDecoder::decode_append`]'s output.
+    piece: Vec<u8>,
 }
 
 /// Frames that state at most this much plaintext are decoded whole; longer
@@ -415,6 +417,50 @@ impl FrameDecoder {
             pos: None,
             done: false,
         }
+    }
+
+    /// Append the plaintext of the complete frame `frame` (at file offset
+    /// `at`) to `out`, with this decoder's contexts: decoding many frames
+    /// makes no context per frame (making one costs more than decoding a
+    /// step's small frame). Refusals as [`FramePieces::next_into`]'s.
+    pub fn decode_append(&mut self, frame: &[u8], at: usize, out: &mut Vec<u8>) -> Result<()> {
+        let mut piece = std::mem::take(&mut self.piece);
+        let mut pieces = self.pieces(frame, at);
+        let result = loop {
+            match pieces.next_into(&mut piece) {
+                Ok(true) => out.extend_from_slice(&piece),
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        piece.clear();
+        self.piece = piece;
+        result
+    }
+
+    /// True when the complete frame `frame` decodes to exactly `text`
+    /// (compared piece by piece, nothing else held); a frame that does not
+    /// decode is an error.
+    pub fn decodes_to(&mut self, frame: &[u8], text: &[u8]) -> Result<bool> {
+        let mut piece = std::mem::take(&mut self.piece);
+        let mut pieces = self.pieces(frame, 0);
+        let mut at = 0;
+        let result = loop {
+            match pieces.next_into(&mut piece) {
+                Ok(true) => {
+                    let end = at + piece.len();
+                    if text.get(at..end) != Some(&piece[..]) {
+                        break Ok(false);
+                    }
+                    at = end;
+                }
+                Ok(false) => break Ok(at == text.len()),
+                Err(e) => break Err(e),
+            }
+        };
+        piece.clear();
+        self.piece = piece;
+        result
     }
 
     fn context(&mut self) -> io::Result<&mut zstd::bulk::Decompressor<'static>> {
