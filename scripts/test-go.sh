@@ -17,6 +17,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 . scripts/lib.sh
+# The module carries the repository's licences at its root (pkg.go.dev and
+# licence scanners look there): the same files.
+for f in LICENSE-MIT LICENSE-APACHE; do
+    cmp -s "$f" "bindings/go/$f" || { echo "bindings/go/$f differs from $f: copy it again" >&2; exit 1; }
+done
 # Go from Debian (golang-go) when it is missing; any Go from 1.19 on works.
 ensure_commands cc:build-essential pkg-config:pkg-config readelf:binutils go:golang-go
 command -v go >/dev/null || { echo "the Go binding needs Go (go): https://go.dev/dl" >&2; exit 1; }
