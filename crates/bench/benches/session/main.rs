@@ -36,6 +36,7 @@ mod report;
 mod size;
 mod tiny;
 mod util;
+mod zstd_floor;
 
 use std::ffi::CStr;
 use std::io::Write as _;

@@ -72,6 +72,17 @@ pub fn run(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
             text.len(),
         )),
     );
+    // The flushes' own frames, over the same lines the session flushed.
+    let mut groups = Vec::new();
+    let mut from = 0;
+    for (i, ev) in cx.stream.events[..n].iter().enumerate() {
+        if ev.ty == c"step/end" || ev.ty == c"turn/end" || i + 1 == n {
+            groups.push(&cx.stream.lines[from..=i]);
+            from = i + 1;
+        }
+    }
+    let frame_count = groups.len();
+    let frames = crate::zstd_floor::flush_frames(groups.into_iter());
     match written {
         Some(w) => rep.push(
             row(
@@ -86,6 +97,19 @@ pub fn run(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
         ),
         None => eprintln!("  bytes written over the session: not counted here (no /proc/self/io)"),
     }
+    rep.push(
+        row(
+            "    floor: every flush's frame + the final log once",
+            "—",
+            (frames as f64) + closed,
+            "B",
+        )
+        .base(closed, "the final log")
+        .note(format!(
+            "the {frame_count} flushes' lines each compressed alone at level 1: {frames} B; \
+             a log that ends in long frames writes them at least once more"
+        )),
+    );
     if std::env::var_os("DSH_BENCH_KEEP").is_none() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
