@@ -254,7 +254,7 @@ pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<Strin
             ("postgres", "postgres", ""),
         ];
         for (name, backend, compression) in backends {
-            if backend == "postgres" && !postgres {
+            if backend == "postgres" && !postgres || !wanted(name) {
                 continue;
             }
             let measured = library(cx, backend, compression, n, quick);
@@ -302,6 +302,14 @@ pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<Strin
         figures.insert(n.to_string(), fig);
     }
     extra.insert("concurrent".into(), Value::Object(figures));
+}
+
+/// Whether the run measures the library configuration `name`
+/// (`DSH_BENCH_CONCURRENT`: a comma-separated list of `sqlite`, `jsonl-raw`,
+/// `jsonl-zstd`, `postgres`; all when unset). The floors run either way.
+fn wanted(name: &str) -> bool {
+    std::env::var("DSH_BENCH_CONCURRENT")
+        .map_or(true, |list| list.split(',').any(|n| n.trim() == name))
 }
 
 /// CPU per durable step of the default zstd JSONL against raw JSONL, one
