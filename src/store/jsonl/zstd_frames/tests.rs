@@ -143,6 +143,49 @@ fn frame_decoder_matches_decode_frame() {
     assert!(decode_frame(&f, Rule::ZstdFrameDecode, 7).is_err());
 }
 
+/// One decoder appends frame after frame (short ones whole, a long one in
+/// pieces) and checks a frame against a text piece by piece: a text that
+/// differs anywhere, or is shorter or longer, is not the frame's.
+#[test]
+fn one_decoder_appends_frames_and_checks_a_frame_against_its_text() {
+    let mut decoder = FrameDecoder::new();
+    let long = b"abc\n".repeat(50_000);
+    let plains: [&[u8]; 4] = [b"{\"a\":1}\n", &long, b"", b"tail\n"];
+    let mut out = b"kept ".to_vec();
+    for (i, plain) in plains.iter().enumerate() {
+        decoder.decode_append(&frame(plain), i, &mut out).unwrap();
+    }
+    assert_eq!(out, [&b"kept "[..], plains.concat().as_slice()].concat());
+
+    let f = frame(&long);
+    assert!(decoder.decodes_to(&f, &long).unwrap());
+    let mut other = long.clone();
+    let last = other.len() - 2;
+    other[last] = b'x';
+    assert!(!decoder.decodes_to(&f, &other).unwrap(), "a byte differs");
+    assert!(
+        !decoder.decodes_to(&f, &long[..long.len() - 1]).unwrap(),
+        "shorter"
+    );
+    let longer = [&long[..], b"\n"].concat();
+    assert!(!decoder.decodes_to(&f, &longer).unwrap(), "longer");
+    assert!(decoder.decodes_to(&frame(b""), b"").unwrap());
+
+    // A damaged frame is an error, in both, and the decoder goes on.
+    let mut bad = f.clone();
+    let k = bad.len() - 8;
+    bad[k] ^= 0x40;
+    assert_eq!(
+        decoder.decodes_to(&bad, &long).unwrap_err().rule,
+        Rule::ZstdFrameDecode
+    );
+    let mut into = Vec::new();
+    assert!(decoder.decode_append(&bad, 3, &mut into).is_err());
+    into.clear();
+    decoder.decode_append(&f, 0, &mut into).unwrap();
+    assert_eq!(into, long);
+}
+
 #[test]
 fn structural_refusals() {
     // Damage refuses, followed by a complete frame or alone at the end;
