@@ -300,7 +300,7 @@ pub struct FrameDecoder {
     context: Option<zstd::bulk::Decompressor<'static>>,
     /// The context of frames decoded in pieces (see [`FrameDecoder::pieces`]).
     stream: Option<StreamDecoder>,
-    /// A piece on its way to [`FrameDecoder::decode_append`]'s output.
+    /// The piece [`FrameDecoder::each_piece`] decodes into (reused).
     piece: Vec<u8>,
 }
 
@@ -424,37 +424,41 @@ impl FrameDecoder {
     /// makes no context per frame (making one costs more than decoding a
     /// step's small frame). Refusals as [`FramePieces::next_into`]'s.
     pub fn decode_append(&mut self, frame: &[u8], at: usize, out: &mut Vec<u8>) -> Result<()> {
-        let mut piece = std::mem::take(&mut self.piece);
-        let mut pieces = self.pieces(frame, at);
-        let result = loop {
-            match pieces.next_into(&mut piece) {
-                Ok(true) => out.extend_from_slice(&piece),
-                Ok(false) => break Ok(()),
-                Err(e) => break Err(e),
-            }
-        };
-        piece.clear();
-        self.piece = piece;
-        result
+        self.each_piece(frame, at, |piece| {
+            out.extend_from_slice(piece);
+            true
+        })
+        .map(drop)
     }
 
     /// True when the complete frame `frame` decodes to exactly `text`
     /// (compared piece by piece, nothing else held); a frame that does not
     /// decode is an error.
     pub fn decodes_to(&mut self, frame: &[u8], text: &[u8]) -> Result<bool> {
-        let mut piece = std::mem::take(&mut self.piece);
-        let mut pieces = self.pieces(frame, 0);
         let mut at = 0;
+        let same = self.each_piece(frame, 0, |piece| {
+            let start = at;
+            at += piece.len();
+            text.get(start..at) == Some(piece)
+        })?;
+        Ok(same && at == text.len())
+    }
+
+    /// Hand each piece of the complete frame `frame` to `take`, in order,
+    /// while it returns true; false when it stopped the decoding.
+    fn each_piece(
+        &mut self,
+        frame: &[u8],
+        at: usize,
+        mut take: impl FnMut(&[u8]) -> bool,
+    ) -> Result<bool> {
+        let mut piece = std::mem::take(&mut self.piece);
+        let mut pieces = self.pieces(frame, at);
         let result = loop {
             match pieces.next_into(&mut piece) {
-                Ok(true) => {
-                    let end = at + piece.len();
-                    if text.get(at..end) != Some(&piece[..]) {
-                        break Ok(false);
-                    }
-                    at = end;
-                }
-                Ok(false) => break Ok(at == text.len()),
+                Ok(true) if take(&piece) => {}
+                Ok(true) => break Ok(false),
+                Ok(false) => break Ok(true),
                 Err(e) => break Err(e),
             }
         };
