@@ -254,7 +254,7 @@ pub fn concurrent(cx: &Ctx, quick: bool, rep: &mut Report, extra: &mut Map<Strin
             ("postgres", "postgres", ""),
         ];
         for (name, backend, compression) in backends {
-            if backend == "postgres" && !postgres || !wanted(name) {
+            if (backend == "postgres" && !postgres) || !wanted(name) {
                 continue;
             }
             let measured = library(cx, backend, compression, n, quick);

@@ -30,16 +30,21 @@ pub fn run(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
     let store = Store::open(&config);
     let s = store.create("bench-size");
     let mut out = Buf::new();
-    let mut flushes = 0;
+    // Where each flush ends (exclusive), for the floor below.
+    let mut ends = Vec::new();
     let written_before = written_bytes();
-    for ev in &cx.stream.events[..n] {
+    for (i, ev) in cx.stream.events[..n].iter().enumerate() {
         s.append(ev, &mut out);
         if ev.ty == c"step/end" || ev.ty == c"turn/end" {
             s.flush();
-            flushes += 1;
+            ends.push(i + 1);
         }
     }
+    let flushes = ends.len();
     s.flush();
+    if ends.last() != Some(&n) {
+        ends.push(n);
+    }
     let log = dir.join("_no-cwd/bench-size/session.jsonl.zstd");
     let open_bytes = std::fs::metadata(&log).unwrap().len();
     s.close();
@@ -73,14 +78,12 @@ pub fn run(cx: &Ctx, rep: &mut Report, extra: &mut Map<String, Value>) {
         )),
     );
     // The flushes' own frames, over the same lines the session flushed.
-    let mut groups = Vec::new();
-    let mut from = 0;
-    for (i, ev) in cx.stream.events[..n].iter().enumerate() {
-        if ev.ty == c"step/end" || ev.ty == c"turn/end" || i + 1 == n {
-            groups.push(&cx.stream.lines[from..=i]);
-            from = i + 1;
-        }
-    }
+    let groups: Vec<_> = ends
+        .iter()
+        .scan(0, |from, &end| {
+            Some(&cx.stream.lines[std::mem::replace(from, end)..end])
+        })
+        .collect();
     let frame_count = groups.len();
     let frames = crate::zstd_floor::flush_frames(groups.into_iter());
     match written {

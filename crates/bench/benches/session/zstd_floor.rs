@@ -74,7 +74,7 @@ pub fn step_cpu<'a, 'b: 'a>(groups: impl Iterator<Item = &'a [&'b str]>) -> Secs
     for group in groups {
         text_of(group, &mut text);
         frame_of(&mut fast, &text, &mut frame);
-        small.push(frame.clone());
+        small.push(std::mem::take(&mut frame));
         n += text.len();
         if n >= FULL_TEXT {
             flush_run(&mut small, &mut run, &mut merged);
