@@ -48,6 +48,7 @@ use crate::json::Value;
 
 mod gather;
 mod pending;
+mod relay;
 mod round;
 
 use pending::Pending;
@@ -183,6 +184,8 @@ struct Shared {
     overlap: bool,
     /// Wakes a flush gathering a round when another flush arrives.
     gathered: Condvar,
+    /// The flushes a round's end lets go on, woken by one another.
+    relay: relay::Relay,
 }
 
 impl Shared {
@@ -263,6 +266,7 @@ impl Writer {
             hurry,
             overlap,
             gathered: Condvar::new(),
+            relay: relay::Relay::default(),
         });
         let thread = (window_ms > 0).then(|| {
             let shared = shared.clone();
@@ -591,7 +595,8 @@ impl Writer {
                         false => st.slot_waiters.push(current),
                     }
                     drop(st);
-                    std::thread::park();
+                    std::thread::park_timeout(relay::PARK);
+                    self.shared.relay.pass_on();
                     self.shared.lock()
                 }
                 None => self.shared.wait_done(st),

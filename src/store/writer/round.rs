@@ -193,7 +193,7 @@ pub(super) fn write_round(
     }
     shared.notify_done(&st);
     drop(st);
-    wake.iter().for_each(std::thread::Thread::unpark);
+    shared.relay.wake(wake);
     // Releasing the written events touches every one of them: not under
     // the lock appends take.
     drop(written);
