@@ -297,6 +297,21 @@ impl BackendKind {
     }
 }
 
+/// Work a flushing thread may do on its own session's queued events before
+/// it waits for the round that writes them ([`Backend::precompute`]):
+/// where rounds run one at a time, whatever the flushes do in parallel
+/// beforehand is taken off the serial round.
+pub trait Precompute: Send + Sync {
+    /// Whether a queued event whose text is `text_len` bytes long is worth
+    /// handing to [`Precompute::run`] (asked without reading the event).
+    fn wants(&self, text_len: usize) -> bool;
+
+    /// Do the work for `events` (queued events of one session, in seq
+    /// order). Purely an optimisation: a round must write correctly
+    /// whether or not this ran, finished, or ran for events it writes.
+    fn run(&self, events: &[Arc<Event>]);
+}
+
 /// A place where session logs live.
 pub trait Backend: Send {
     /// Which backend this is.
@@ -344,6 +359,12 @@ pub trait Backend: Send {
     /// default: no, rounds run one at a time.
     fn detaches_writes(&self) -> bool {
         false
+    }
+
+    /// What a flushing thread may do before its round ([`Precompute`]);
+    /// `None`, the default: nothing.
+    fn precompute(&self) -> Option<Arc<dyn Precompute>> {
+        None
     }
 
     /// For a backend whose writes of different sessions do not need it

@@ -41,6 +41,9 @@ mod tests_handles;
 #[cfg(all(test, feature = "jsonl"))]
 #[path = "tests/overlap.rs"]
 mod tests_overlap;
+#[cfg(test)]
+#[path = "tests/precompute.rs"]
+mod tests_precompute;
 pub mod uuid;
 pub mod verify;
 pub mod window;

@@ -39,7 +39,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::backend::{Backend, Batch as BackendBatch, Events};
+use super::backend::{Backend, Batch as BackendBatch, Events, Precompute};
 pub use super::hurry::Hurry;
 use crate::engine::session::Log;
 use crate::engine::Event;
@@ -56,6 +56,9 @@ use pending::Pending;
 use crate::rule::Rule;
 pub use round::ROUND_BYTES;
 use round::{run, write_round};
+
+/// Most queued events of a session a flush hands to [`Precompute`].
+const PRECOMPUTE_MAX: usize = 64;
 
 /// Pending events above which an append waits for a disk whose last
 /// write failed.
@@ -186,6 +189,9 @@ struct Shared {
     gathered: Condvar,
     /// The flushes a round's end lets go on, woken by one another.
     relay: relay::Relay,
+    /// What a flush does for its own events before its round, where rounds
+    /// run one at a time ([`Backend::precompute`]).
+    precompute: Option<Arc<dyn Precompute>>,
 }
 
 impl Shared {
@@ -238,7 +244,11 @@ impl Writer {
         limits: Limits,
         hurry: Arc<Hurry>,
     ) -> Writer {
-        let overlap = lock_backend(&backend).detaches_writes();
+        let (overlap, precompute) = {
+            let b = lock_backend(&backend);
+            let overlap = b.detaches_writes();
+            (overlap, b.precompute().filter(|_| !overlap))
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 sessions: HashMap::new(),
@@ -267,6 +277,7 @@ impl Writer {
             overlap,
             gathered: Condvar::new(),
             relay: relay::Relay::default(),
+            precompute,
         });
         let thread = (window_ms > 0).then(|| {
             let shared = shared.clone();
@@ -504,11 +515,31 @@ impl Writer {
                 self.shared.gathered.notify_all();
             }
         }
+        self.precompute(id);
         let r = self.barrier_counted(only);
         if let Some(p) = self.shared.lock().sessions.get_mut(id) {
             p.flushing = p.flushing.saturating_sub(1);
         }
         r
+    }
+
+    /// Before a flush of `id` waits for its round: the backend's
+    /// [`Precompute`] work on a step's worth of its queued events, on the
+    /// flushing thread, outside every lock.
+    fn precompute(&self, id: &str) {
+        let Some(pre) = &self.shared.precompute else {
+            return;
+        };
+        let events = {
+            let st = self.shared.lock();
+            let Some(p) = st.sessions.get(id) else {
+                return;
+            };
+            p.queued_where(PRECOMPUTE_MAX, |len| pre.wants(len))
+        };
+        if !events.is_empty() {
+            pre.run(&events);
+        }
     }
 
     fn barrier_counted(&self, only: Option<&str>) -> Result<()> {

@@ -18,13 +18,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
+use super::early::Early;
 use super::rows::{self, Data};
 use crate::engine::Event;
 use crate::error::Result;
 use crate::store::writer::Hurry;
 
 /// Fewest large values in a batch worth handing to the helper.
-const MIN_ITEMS: usize = 4;
+pub const MIN_ITEMS: usize = 4;
 
 /// The large values of one batch, in insertion order.
 pub struct Job {
@@ -100,9 +101,12 @@ struct Shared {
     ready: Condvar,
 }
 
-/// The helper thread (started on first use).
+/// The helper thread (started on first use), and the frames the flushing
+/// threads compressed early.
 #[derive(Default)]
 pub struct Ahead {
+    /// Frames the flushing threads made before their round.
+    pub early: Arc<Early>,
     shared: Option<Arc<Shared>>,
     thread: Option<JoinHandle<()>>,
 }

@@ -16,6 +16,7 @@
 mod ahead;
 pub mod codec;
 mod cut;
+mod early;
 mod faults;
 mod file;
 mod load;
@@ -282,6 +283,10 @@ impl SqliteBackend {
 }
 
 impl Backend for SqliteBackend {
+    fn precompute(&self) -> Option<Arc<dyn crate::store::backend::Precompute>> {
+        Some(self.ahead.early.clone())
+    }
+
     fn kind(&self) -> crate::store::backend::BackendKind {
         crate::store::backend::BackendKind::Sqlite
     }
@@ -343,6 +348,7 @@ impl Backend for SqliteBackend {
     /// inside a savepoint of its own: a batch that fails is rolled back to
     /// its savepoint and fails alone; a failed commit fails them all.
     fn write(&mut self, batches: &[Batch<'_>]) -> Vec<Result<()>> {
+        self.ahead.early.next_round();
         let last = self.last_scan.take();
         let mut results: Vec<Option<Result<()>>> = batches
             .iter()
@@ -504,7 +510,7 @@ impl Backend for SqliteBackend {
         }
         sessions::bump_revision(&tx, id)?;
         let records: Vec<Record<'_>> = events.iter().map(Record::Event).collect();
-        insert_records(&tx, id, &records, &mut self.zstd, None)?;
+        insert_records(&tx, id, &records, &mut self.zstd, &[], None)?;
         tx.commit().map_err(sql_err)?;
         // A repair follows a load and reads the tail again.
         self.release_cache();

@@ -2,12 +2,13 @@
 //! transaction, the logical tail of a session, and the inserts of packed
 //! records (docs/formats.md §4.8).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::row_buf::RowBuf;
-use super::rows::{RawRow, Wtf8};
+use super::rows::{Data, RawRow, Wtf8};
 use super::schema::{self, sql_err};
 use super::sessions::{self, header_id_bytes};
 use super::{ahead, rows, INSERT_EVENT};
@@ -137,28 +138,40 @@ pub(super) fn check_seqs(next: u64, events: &[Arc<Event>], rule: Rule, what: &st
     Ok(())
 }
 
+/// A large value's frame made before the round (see `early.rs`): `None`,
+/// none was made; `Some(None)`, the text is stored as is.
+pub(super) type EarlyFrame = Option<Option<Vec<u8>>>;
+
 /// Insert storage records (scalar rows and packed rows, §7.4). The large
-/// values of events come from `ahead` when given (in order, see
-/// [`ahead::Job::of`]).
+/// values of events (in order) come from `early` when it has them, else
+/// from `ahead` when given (see [`ahead::Job::of`]).
 pub(super) fn insert_records(
     conn: &Connection,
     id: &[u8],
     records: &[Record<'_>],
     zstd: &mut zstd::bulk::Compressor<'static>,
+    early: &[EarlyFrame],
     ahead: Option<&ahead::Job>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(INSERT_EVENT).map_err(sql_err)?;
-    let mut large = 0;
+    let (mut large, mut helped) = (0, 0);
     for record in records {
         match record {
             Record::Event(e) => {
                 let text = e.data_text();
-                let data = match ahead {
-                    Some(job) if text.len() >= rows::COMPRESS_FROM => {
-                        large += 1;
-                        job.take(large - 1, zstd)?
+                let data = if text.len() < rows::COMPRESS_FROM {
+                    Data::Text(text)
+                } else {
+                    large += 1;
+                    match (early.get(large - 1).and_then(Option::as_ref), ahead) {
+                        (Some(Some(frame)), _) => Data::Blob(Cow::Borrowed(frame)),
+                        (Some(None), _) => Data::Text(text),
+                        (None, Some(job)) => {
+                            helped += 1;
+                            job.take(helped - 1, zstd)?
+                        }
+                        (None, None) => rows::encode_data(text, zstd)?,
                     }
-                    _ => rows::encode_data(text, zstd)?,
                 };
                 let surface = rows::surface_columns(e)?;
                 stmt.execute((
@@ -224,11 +237,16 @@ pub(super) fn write_batch(
         None
     };
     let records = pack(events, SQLITE_BOUNDS);
-    let large = records.iter().filter_map(|r| match r {
-        Record::Event(e) => Some(*e),
-        Record::Row(_) => None,
-    });
-    let job = ahead::Job::of(large, hurry);
+    let large: Vec<&Arc<Event>> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Event(e) if e.data_text().len() >= rows::COMPRESS_FROM => Some(*e),
+            _ => None,
+        })
+        .collect();
+    let early = ahead.early.take(&large);
+    let late = large.iter().zip(&early).filter(|(_, f)| f.is_none());
+    let job = ahead::Job::of(late.map(|(e, _)| *e), hurry);
     if let Some(job) = &job {
         ahead.offer(job);
     }
@@ -243,6 +261,6 @@ pub(super) fn write_batch(
         sessions::upsert(conn, b.header, incarnation)?;
     }
     sessions::bump_revision(conn, id)?;
-    insert_records(conn, id, &records, zstd, job.as_deref())?;
+    insert_records(conn, id, &records, zstd, &early, job.as_deref())?;
     Ok(next + events.len() as u64)
 }

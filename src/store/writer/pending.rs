@@ -125,6 +125,20 @@ impl Pending {
         !self.is_empty() && self.header.is_some() && !self.in_flight
     }
 
+    /// The queued events whose text length `wants` (read without touching
+    /// the events), when at most `max` events are queued and no seed: a
+    /// step's worth, never a backlog.
+    pub fn queued_where(&self, max: usize, wants: impl Fn(usize) -> bool) -> Vec<Arc<Event>> {
+        if self.seed.is_some() || self.queued > max {
+            return Vec::new();
+        }
+        let items = self.blocks.iter().flatten();
+        items
+            .filter(|(_, len)| wants(*len))
+            .map(|(e, _)| e.clone())
+            .collect()
+    }
+
     /// Queue `event`, whose text is `len` bytes long.
     pub fn push(&mut self, event: Arc<Event>, len: usize) {
         match self.blocks.back_mut() {
