@@ -211,7 +211,7 @@ impl JsonlBackend {
         if self.compression != Compression::Zstd || !waited_for {
             return 0;
         }
-        std::thread::available_parallelism().map_or(1, |n| n.get().min(4)) as u32
+        cores()
     }
 
     /// The absolute root directory.
@@ -319,6 +319,14 @@ impl JsonlBackend {
             },
         );
     }
+}
+
+/// The machine's cores, at most 4, found once per process: std finds them
+/// anew at every call, reading the cgroup's quota files, which cost a
+/// flush more than compressing its frame did.
+fn cores() -> u32 {
+    static CORES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)) as u32)
 }
 
 impl Backend for JsonlBackend {
