@@ -48,6 +48,7 @@ use crate::json::Value;
 
 mod gather;
 mod pending;
+mod precompute;
 mod relay;
 mod round;
 
@@ -56,9 +57,6 @@ use pending::Pending;
 use crate::rule::Rule;
 pub use round::ROUND_BYTES;
 use round::{run, write_round};
-
-/// Most queued events of a session a flush hands to [`Precompute`].
-const PRECOMPUTE_MAX: usize = 64;
 
 /// Pending events above which an append waits for a disk whose last
 /// write failed.
@@ -521,25 +519,6 @@ impl Writer {
             p.flushing = p.flushing.saturating_sub(1);
         }
         r
-    }
-
-    /// Before a flush of `id` waits for its round: the backend's
-    /// [`Precompute`] work on a step's worth of its queued events, on the
-    /// flushing thread, outside every lock.
-    fn precompute(&self, id: &str) {
-        let Some(pre) = &self.shared.precompute else {
-            return;
-        };
-        let events = {
-            let st = self.shared.lock();
-            let Some(p) = st.sessions.get(id) else {
-                return;
-            };
-            p.queued_where(PRECOMPUTE_MAX, |len| pre.wants(len))
-        };
-        if !events.is_empty() {
-            pre.run(&events);
-        }
     }
 
     fn barrier_counted(&self, only: Option<&str>) -> Result<()> {

@@ -37,6 +37,11 @@ const MAX_VALUES: usize = super::ahead::MIN_ITEMS - 1;
 /// Most spare compressors kept.
 const MAX_SPARE: usize = 8;
 
+/// A large value's frame made early, as a round takes it: `None`, none was
+/// made; `Some(None)`, the text is stored as is (its frame was not
+/// shorter).
+pub type Frame = Option<Option<Vec<u8>>>;
+
 /// A frame and its event.
 struct Entry {
     event: Weak<Event>,
@@ -80,9 +85,8 @@ impl Early {
         }
     }
 
-    /// The early frame of each of `events` (`None`: none was made; `Some(None)`:
-    /// the text is stored as is), taken out of the map.
-    pub fn take(&self, events: &[&Arc<Event>]) -> Vec<Option<Option<Vec<u8>>>> {
+    /// The early [`Frame`] of each of `events`, taken out of the map.
+    pub fn take(&self, events: &[&Arc<Event>]) -> Vec<Frame> {
         let mut f = self.frames();
         if f.map.is_empty() {
             return vec![None; events.len()];

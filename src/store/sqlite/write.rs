@@ -11,7 +11,7 @@ use super::row_buf::RowBuf;
 use super::rows::{Data, RawRow, Wtf8};
 use super::schema::{self, sql_err};
 use super::sessions::{self, header_id_bytes};
-use super::{ahead, rows, INSERT_EVENT};
+use super::{ahead, early, rows, INSERT_EVENT};
 use crate::engine::Event;
 use crate::error::{Error, Result, Status};
 use crate::rule::Rule;
@@ -138,10 +138,6 @@ pub(super) fn check_seqs(next: u64, events: &[Arc<Event>], rule: Rule, what: &st
     Ok(())
 }
 
-/// A large value's frame made before the round (see `early.rs`): `None`,
-/// none was made; `Some(None)`, the text is stored as is.
-pub(super) type EarlyFrame = Option<Option<Vec<u8>>>;
-
 /// Insert storage records (scalar rows and packed rows, §7.4). The large
 /// values of events (in order) come from `early` when it has them, else
 /// from `ahead` when given (see [`ahead::Job::of`]).
@@ -150,7 +146,7 @@ pub(super) fn insert_records(
     id: &[u8],
     records: &[Record<'_>],
     zstd: &mut zstd::bulk::Compressor<'static>,
-    early: &[EarlyFrame],
+    early: &[early::Frame],
     ahead: Option<&ahead::Job>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(INSERT_EVENT).map_err(sql_err)?;
