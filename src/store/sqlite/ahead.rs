@@ -45,10 +45,7 @@ impl Job {
         events: impl Iterator<Item = &'a Arc<Event>>,
         hurry: Option<&Arc<Hurry>>,
     ) -> Option<Arc<Job>> {
-        let events: Vec<Arc<Event>> = events
-            .filter(|e| e.data_text().len() >= rows::COMPRESS_FROM)
-            .cloned()
-            .collect();
+        let events: Vec<Arc<Event>> = events.filter(|e| rows::is_large(e)).cloned().collect();
         (events.len() >= MIN_ITEMS).then(|| {
             Arc::new(Job {
                 frames: (0..events.len()).map(|_| OnceLock::new()).collect(),

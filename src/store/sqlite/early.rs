@@ -113,10 +113,7 @@ impl Precompute for Early {
     }
 
     fn run(&self, events: &[Arc<Event>]) {
-        let large: Vec<&Arc<Event>> = events
-            .iter()
-            .filter(|e| e.data_text().len() >= rows::COMPRESS_FROM)
-            .collect();
+        let large: Vec<&Arc<Event>> = events.iter().filter(|e| rows::is_large(e)).collect();
         if large.is_empty() || large.len() > MAX_VALUES {
             return;
         }

@@ -55,6 +55,12 @@ impl ToSql for Data<'_> {
     }
 }
 
+/// Whether `event`'s data is large enough to be considered for compression
+/// (the values the compression helper and the flushing threads take on).
+pub fn is_large(event: &Event) -> bool {
+    event.data_text().len() >= COMPRESS_FROM
+}
+
 /// `encodeData`: TEXT below 4096 bytes, else a level-3 zstd frame when it is
 /// strictly shorter than the text.
 pub fn encode_data<'a>(

@@ -236,7 +236,7 @@ pub(super) fn write_batch(
     let large: Vec<&Arc<Event>> = records
         .iter()
         .filter_map(|r| match r {
-            Record::Event(e) if e.data_text().len() >= rows::COMPRESS_FROM => Some(*e),
+            Record::Event(e) if rows::is_large(e) => Some(*e),
             _ => None,
         })
         .collect();
