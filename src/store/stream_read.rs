@@ -85,7 +85,7 @@ fn not_streamable(why: &str) -> Error {
 /// absent, the backend cannot stream, the log has a torn or damaged tail,
 /// an event in an older format or of a type outside the policy's vocabulary, breaks a
 /// rule, or ends in a turn whose closers a reread would refuse): the
-/// caller then reads it whole ([`super::restore`] and friends), which
+/// caller then reads it whole (the store's `restore` and friends), which
 /// decides and reports exactly as an open. `each` may have seen batches
 /// by then.
 pub fn read_streaming(

@@ -167,7 +167,7 @@ pub enum Step<'a> {
 const VERIFY_WINDOW: usize = 1;
 
 /// Verify every session of a store: those `list` returns, plus `extra`
-/// ids (e.g. [`jsonl_session_ids`], which also finds logs `list` skips
+/// ids (e.g. the JSONL layout's `session_ids`, which also finds logs `list` skips
 /// silently because their header is unreadable).
 /// Types outside the policy's vocabulary are reported unless marked `ignorable`. `step`
 /// hears of each session and of the events checked.

@@ -157,7 +157,7 @@ impl Event {
         }
     }
 
-    /// [`Event::from_canonical_text`] of bytes not yet known to be UTF-8
+    /// An event from stored bytes not yet known to be UTF-8
     /// (a stored line): one pass checks UTF-8 and canonical form and finds
     /// the envelope members; the bytes are copied into the event only when
     /// they pass. `None` sends them to the caller's value path.
@@ -172,7 +172,7 @@ impl Event {
         Some(Event::indexed(text.into(), index))
     }
 
-    /// [`Event::from_canonical_text`] for text the caller knows to be what
+    /// An event from stored text the caller knows to be what
     /// `JSON.stringify` writes for a lossless value (text this library
     /// wrote, or checked with [`canon::is_canonical`]): the check is not
     /// repeated, only the envelope is read.

@@ -16,8 +16,8 @@ use crate::json::JsString;
 /// 1.3–1.5× as long, mostly returning the freed texts to the system).
 pub const PACK_AVERAGE_MAX: usize = 1024;
 
-/// The events of one sealed chunk, packed (see the [module
-/// documentation](self)). Immutable; logs share it.
+/// The events of one sealed chunk, packed (see the documentation of the
+/// module `engine::event::packed`). Immutable; logs share it.
 pub struct Packed {
     /// The canonical texts of the events, one after another.
     text: Box<str>,

@@ -126,7 +126,7 @@ pub fn stable_read_with(
     })
 }
 
-/// One pass of [`stable_read`] over a plain log: the header line, then the events,
+/// One pass of [`stable_read_with`] over a plain log: the header line, then the events,
 /// [`READ_BLOCK`] bytes of the file at a time.
 fn read_plain(
     file: &mut impl std::io::Read,
@@ -208,7 +208,7 @@ fn is_one_line(plain: &[u8]) -> bool {
     memchr(b'\n', plain) == Some(plain.len().wrapping_sub(1))
 }
 
-/// One pass of [`stable_read`] over a zstd log.
+/// One pass of [`stable_read_with`] over a zstd log.
 fn read_zstd(
     file: &File,
     reader: &mut impl std::io::Read,

@@ -12,7 +12,7 @@
 //!
 //! One writer per session, enforced by the database: a writer takes the
 //! session's advisory lock (`pg_advisory_lock`, waiting at most
-//! [`LOCK_WAIT_MS`]) before its first write and keeps it while the session
+//! two seconds, `LOCK_WAIT_MS`) before its first write and keeps it while the session
 //! is live here (`postgres.session-locked` when another connection holds
 //! it; a writer that finds itself stale lets it go), and every batch is inserted by one
 //! statement that moves the session's `next_seq` only from the batch's
