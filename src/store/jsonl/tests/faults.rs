@@ -3,6 +3,7 @@
 //! failing to stat after it was found, an append whose rollback fails.
 
 use crate::rule::Rule;
+use crate::store::backend::Stored;
 use std::cell::{Cell, RefCell};
 use std::fs;
 use std::io;
