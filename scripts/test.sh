@@ -37,11 +37,20 @@ for features in "" sqlite jsonl postgres; do
     cargo clippy --locked -p dsh-session --all-targets --no-default-features --features "$features" -- -D warnings
     cargo clippy --locked -p dsh-session-ffi --no-default-features --features "$features" -- -D warnings
 done
+# The Rust API documentation builds without a warning (no broken link, no
+# link from a public item to a private one).
+RUSTDOCFLAGS="-D warnings" cargo doc --locked -p dsh-session -p dsh-session-ffi-impl --no-deps
 
 echo "==> cargo test (unit, conformance vectors, checklist, contract, crash, C ABI misuse)"
 # The C programs link the shared library, which `cargo test` alone does not build.
 cargo build --locked --workspace
 cargo test --locked --workspace
+
+echo "==> the core's suites with each choice of backends (a suite that needs a backend runs where it is built)"
+for features in "" sqlite jsonl postgres; do
+    echo "backends: ${features:-memory only}"
+    cargo test --locked -q -p dsh-session --no-default-features --features "$features" --lib --tests
+done
 
 echo "==> the CLI at scale: peak memory of show, derive, verify and stats on 200k events (release build)"
 cargo test --locked --release -p dsh-session-cli --test cli_scale -- --nocapture

@@ -10,10 +10,8 @@ mod store_support;
 use std::sync::Arc;
 
 use ::dsh_session::json::Value;
-use ::dsh_session::store::{BackendConfig, StoreConfig, DEFAULT_SCHEMA};
 use store_support::{
-    raw_jsonl_store, rule, strip_time, temp_dir, types_of, Store, DSH_E_INVALID_ARGUMENT, DSH_E_IO,
-    DSH_OK,
+    raw_jsonl_store, rule, strip_time, temp_dir, types_of, Store, DSH_E_INVALID_ARGUMENT, DSH_OK,
 };
 
 fn jsonl(dir: &std::path::Path, extra: &str) -> String {
@@ -80,7 +78,7 @@ fn closing_drains_buffered_events_before_the_id_is_released() {
 fn an_invalid_batch_window_is_refused() {
     let dir = temp_dir("gap-window");
     for bad in [2_147_483_648, u64::MAX] {
-        let mut config = StoreConfig::jsonl(dir.to_path_buf());
+        let mut config = ::dsh_session::store::StoreConfig::jsonl(dir.to_path_buf());
         config.batch_window_ms = bad;
         let Err((st, text)) = Store::open_typed(config) else {
             panic!("batch_window_ms {bad} accepted")
@@ -96,8 +94,11 @@ fn an_invalid_batch_window_is_refused() {
 /// key of the postgres backend only, and what the C ABI makes of JSON
 /// that is no integer, crates/ffi-impl/tests/store_lifecycle.rs shows: a
 /// typed configuration has no timeout but the postgres backend's.)
+#[cfg(feature = "postgres")]
 #[test]
 fn an_invalid_statement_timeout_is_refused() {
+    use ::dsh_session::store::{BackendConfig, StoreConfig, DEFAULT_SCHEMA};
+    use store_support::DSH_E_IO;
     let postgres = |extra: &str| {
         format!(r#"{{"backend":"postgres","url":"postgresql://u@127.0.0.1:1/db"{extra}}}"#)
     };

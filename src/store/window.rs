@@ -69,5 +69,5 @@ impl EventSource for StoredEvents {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "jsonl", feature = "sqlite")))]
 mod tests;

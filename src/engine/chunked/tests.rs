@@ -110,7 +110,7 @@ fn ranges_nth_and_folds() {
             assert_eq!(l.range(a..b).len(), b - a);
             assert_eq!(l.range(a..b).count(), b - a);
             assert_eq!(l.range(a..b).last(), want.last());
-            assert_eq!(l.range(a..b).sum::<usize>(), want.iter().sum());
+            assert_eq!(l.range(a..b).sum::<usize>(), want.iter().sum::<usize>());
             assert_eq!(
                 l.range(a..b).rfold(Vec::new(), |mut v, &x| {
                     v.push(x);
