@@ -94,7 +94,7 @@ cargo_windows() {
 
 echo "windows: Rust tests under Wine"
 cargo_windows -p dsh-session --no-default-features --features jsonl,sqlite --lib -- \
-    store::platform store::quarantine tests_windows store::jsonl::tests:: \
+    engine::cwd store::platform store::quarantine tests_windows store::jsonl::tests:: \
     store::jsonl::tests_layout store::jsonl::tests_crash store::jsonl::fsio \
     store::sqlite::tests:: store::sqlite::tests_open store::sqlite::tests_schema \
     store::sqlite::tests_writer store::sqlite::file

@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod chunked;
+pub mod cwd;
 pub mod derive;
 pub mod event;
 mod input;

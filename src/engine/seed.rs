@@ -563,7 +563,7 @@ pub fn check_optional_header_fields(h: &Object) -> Result<()> {
                 "header cwd must be a string",
             ));
         };
-        if !cwd.as_wtf8().starts_with(b"/") {
+        if !super::cwd::is_absolute(cwd) {
             return Err(header_error(
                 Rule::HeaderCwdNotAbsolute,
                 format!(

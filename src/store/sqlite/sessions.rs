@@ -162,7 +162,7 @@ impl SessionRow {
         let cwd = text(3, "cwd")?;
         if cwd
             .as_ref()
-            .is_some_and(|c| c.as_wtf8().first() != Some(&b'/'))
+            .is_some_and(|c| !crate::engine::cwd::is_absolute(c))
         {
             return Err(row_session("cwd", "an absolute path"));
         }

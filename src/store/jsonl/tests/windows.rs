@@ -50,3 +50,32 @@ fn a_reparse_point_below_the_root_is_refused() {
     fs::remove_dir(root.0.join("--v--")).unwrap();
     assert_same(&b.load("a").unwrap().unwrap().values(), &events);
 }
+
+#[test]
+fn a_session_in_a_drive_letter_directory_is_stored_and_opens_again() {
+    use crate::json::{Object, Value};
+    use crate::store::{CreateOptions, Store, StoreConfig};
+    let root = TempRoot::new("win-cwd");
+    let store = Store::open(StoreConfig::jsonl(root.0.clone())).unwrap();
+    let mut header_fields = Object::new();
+    header_fields.insert_str("cwd", Value::str("C:\\work\\project"));
+    let opts = CreateOptions {
+        header_fields,
+        ..CreateOptions::with_id("w")
+    };
+    let live = store.create(opts).unwrap();
+    live.append_text("turn/start", r#"{"turn":1}"#, None)
+        .unwrap();
+    live.close().unwrap();
+    assert!(root.0.join("--C-work-project--").is_dir());
+    let opened = store.open_session("w").unwrap().session;
+    let header = opened.header().unwrap();
+    assert_eq!(
+        header
+            .as_object()
+            .and_then(|h| h.get("cwd"))
+            .and_then(Value::as_str),
+        Some("C:\\work\\project")
+    );
+    opened.close().unwrap();
+}
