@@ -61,6 +61,28 @@ pub fn parse_url(url: &str) -> Result<tokio_postgres::Config> {
     Ok(config)
 }
 
+/// The server's keepalives on a writer's connection, as `SET` statements
+/// (empty when the URL's `options` set any `tcp_keepalives_*` itself): the
+/// same probing as the client's, so that a writer whose host vanished
+/// without closing its socket loses its connection, and with it the
+/// sessions' advisory locks, after about `KEEPALIVE_IDLE + KEEPALIVE_RETRIES
+/// × KEEPALIVE_INTERVAL` (25 s) instead of the server system's two hours.
+/// The server ignores them on a Unix-domain socket.
+pub fn server_keepalives(config: &tokio_postgres::Config) -> String {
+    if config
+        .get_options()
+        .is_some_and(|o| o.contains("tcp_keepalives"))
+    {
+        return String::new();
+    }
+    format!(
+        "; SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
+         SET tcp_keepalives_count = {KEEPALIVE_RETRIES}",
+        KEEPALIVE_IDLE.as_secs(),
+        KEEPALIVE_INTERVAL.as_secs()
+    )
+}
+
 /// How `url` is shown in messages: `postgresql://host:port/db`, without
 /// user, password or parameters (for a URL that does not parse, the text
 /// without what comes before an `@` or from a `?`). Two URLs of the same

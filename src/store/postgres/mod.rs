@@ -195,7 +195,10 @@ impl PostgresBackend {
             let settings = if self.read_only {
                 "SET default_transaction_read_only = on".to_string()
             } else {
-                format!("SET lock_timeout = '{LOCK_WAIT_MS}ms'")
+                format!(
+                    "SET lock_timeout = '{LOCK_WAIT_MS}ms'{}",
+                    conn::server_keepalives(&self.config)
+                )
             };
             client.batch_execute(&settings).map_err(pg_err)?;
             let found = if self.read_only || !self.store_id.is_empty() {

@@ -467,3 +467,24 @@ fn a_batch_whose_commit_was_lost_is_not_written_twice() {
     let e = b.append(&header, &events[5..6], false).unwrap_err();
     assert_eq!(e.rule, Rule::PostgresAppendSeqMismatch);
 }
+
+/// The server probes a writer's connection as the client does, so a
+/// writer whose host vanished loses its sessions' locks within about 25 s;
+/// a URL that sets the server's keepalives itself keeps its own.
+#[test]
+fn a_writer_connection_has_the_server_probe_it() {
+    let Some(f) = Fixture::new() else { return };
+    let show = |b: &mut super::PostgresBackend, name: &str| -> String {
+        let (db, _) = b.client().unwrap();
+        db.query_one(&format!("SHOW {name}"), &[]).unwrap().get(0)
+    };
+    let mut b = super::PostgresBackend::open(&f.url, &f.schema).unwrap();
+    assert_eq!(show(&mut b, "tcp_keepalives_idle"), "10");
+    assert_eq!(show(&mut b, "tcp_keepalives_interval"), "5");
+    assert_eq!(show(&mut b, "tcp_keepalives_count"), "3");
+    drop(b);
+    let sep = if f.url.contains('?') { '&' } else { '?' };
+    let own = format!("{}{sep}options=-c%20tcp_keepalives_idle%3D7", f.url);
+    let mut b = super::PostgresBackend::open(&own, &f.schema).unwrap();
+    assert_eq!(show(&mut b, "tcp_keepalives_idle"), "7");
+}
