@@ -7,11 +7,18 @@ use crate::json::JsString;
 
 /// Whether `cwd` is an absolute path on the platform the library runs on.
 pub fn is_absolute(cwd: &JsString) -> bool {
-    let units: Vec<u16> = cwd.code_units_u16().take(3).collect();
+    // The rules read at most the first three code units.
+    let mut units = [0u16; 3];
+    let mut n = 0;
+    for (slot, unit) in units.iter_mut().zip(cwd.code_units_u16()) {
+        *slot = unit;
+        n += 1;
+    }
+    let start = &units[..n];
     if cfg!(windows) {
-        is_absolute_windows(&units)
+        is_absolute_windows(start)
     } else {
-        is_absolute_posix(&units)
+        is_absolute_posix(start)
     }
 }
 

@@ -68,19 +68,21 @@ pub fn parse_url(url: &str) -> Result<tokio_postgres::Config> {
 /// sessions' advisory locks, after about `KEEPALIVE_IDLE + KEEPALIVE_RETRIES
 /// × KEEPALIVE_INTERVAL` (25 s) instead of the server system's two hours.
 /// The server ignores them on a Unix-domain socket.
-pub fn server_keepalives(config: &tokio_postgres::Config) -> String {
+pub fn server_keepalives(config: &tokio_postgres::Config) -> Vec<String> {
     if config
         .get_options()
         .is_some_and(|o| o.contains("tcp_keepalives"))
     {
-        return String::new();
+        return Vec::new();
     }
-    format!(
-        "; SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
-         SET tcp_keepalives_count = {KEEPALIVE_RETRIES}",
-        KEEPALIVE_IDLE.as_secs(),
-        KEEPALIVE_INTERVAL.as_secs()
-    )
+    vec![
+        format!("SET tcp_keepalives_idle = {}", KEEPALIVE_IDLE.as_secs()),
+        format!(
+            "SET tcp_keepalives_interval = {}",
+            KEEPALIVE_INTERVAL.as_secs()
+        ),
+        format!("SET tcp_keepalives_count = {KEEPALIVE_RETRIES}"),
+    ]
 }
 
 /// How `url` is shown in messages: `postgresql://host:port/db`, without

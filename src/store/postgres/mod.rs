@@ -195,10 +195,9 @@ impl PostgresBackend {
             let settings = if self.read_only {
                 "SET default_transaction_read_only = on".to_string()
             } else {
-                format!(
-                    "SET lock_timeout = '{LOCK_WAIT_MS}ms'{}",
-                    conn::server_keepalives(&self.config)
-                )
+                let mut statements = vec![format!("SET lock_timeout = '{LOCK_WAIT_MS}ms'")];
+                statements.extend(conn::server_keepalives(&self.config));
+                statements.join("; ")
             };
             client.batch_execute(&settings).map_err(pg_err)?;
             let found = if self.read_only || !self.store_id.is_empty() {
