@@ -33,12 +33,20 @@ fn snapshot(db: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// The library opens only user-only files (0600).
+#[cfg(unix)]
 fn user_only(db: &Path) {
     use std::os::unix::fs::PermissionsExt;
     for s in ["", "-wal", "-journal", "-shm"] {
         let _ = std::fs::set_permissions(side(db, s), std::fs::Permissions::from_mode(0o600));
     }
 }
+
+/// Windows: the library opens only files whose DACL grants this user
+/// alone, which these tests cannot make through the public API (the open
+/// rules on Windows are the unit tests' of `store::sqlite`); the tests
+/// that need one are ignored there.
+#[cfg(not(unix))]
+fn user_only(_db: &Path) {}
 
 fn assert_refused_untouched(db: &Path, want: &str) {
     user_only(db);
@@ -70,6 +78,7 @@ fn wal_database(db: &Path, pragmas: &str) {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "needs a foreign file with a user-only DACL")]
 fn a_foreign_wal_database_is_not_checkpointed() {
     let dir = temp_dir("foreign-wal");
     let db = dir.join("app.db");
@@ -85,6 +94,7 @@ fn a_foreign_wal_database_is_not_checkpointed() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "needs a foreign file with a user-only DACL")]
 fn a_foreign_database_with_a_hot_journal_is_not_rolled_back() {
     let dir = temp_dir("foreign-journal");
     let live = dir.join("live.db");
@@ -115,6 +125,7 @@ fn a_foreign_database_with_a_hot_journal_is_not_rolled_back() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "needs a foreign file with a user-only DACL")]
 fn an_empty_file_and_the_library_own_database_still_open() {
     let dir = temp_dir("foreign-own");
     let db = dir.join("own.db");
