@@ -1,5 +1,6 @@
 //! The text checks of `msg.*` and the request header against the tree
 //! checks they stand in for.
+use super::message::{message_of, message_text_check, message_text_ok};
 use super::*;
 use crate::json::{parse, JsString};
 use crate::test_rng::Rng;
