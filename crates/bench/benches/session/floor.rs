@@ -9,6 +9,11 @@
 //!   process keeps (JSONL: the session's file; SQLite: every row of the
 //!   session, each compressed `data` value inflated). An open that checks
 //!   what it loads costs at least this plus the raw parse.
+//! * Open, each event kept apart: the same reading and decompressing, but
+//!   into a reused buffer, each event's bytes then copied into an
+//!   allocation of its own (JSONL: each line; SQLite: each row). A session
+//!   holds every event on its own, so this is the open's floor with the
+//!   library's way of keeping events.
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +47,23 @@ pub fn read_store(config: &str, id: &str, bytes: u64) -> (Secs, usize) {
     let d = t.stop();
     std::hint::black_box(&kept);
     (d, kept.len())
+}
+
+/// [`read_store`], each event kept in an allocation of its own (see the
+/// module's documentation); the time and the number of bytes kept.
+pub fn read_store_per_event(config: &str, id: &str) -> (Secs, usize) {
+    let v: serde_json::Value = serde_json::from_str(config).expect("bench store config");
+    let root = PathBuf::from(v["path"].as_str().expect("store path"));
+    let mut kept: Vec<Box<[u8]>> = Vec::new();
+    let t = Timer::start();
+    match v["backend"].as_str() {
+        Some("jsonl") => read_jsonl_per_line(&root, id, &mut kept),
+        Some("sqlite") => read_sqlite_per_row(&root, id, &mut kept),
+        other => panic!("no floor for backend {other:?}"),
+    }
+    let d = t.stop();
+    std::hint::black_box(&kept);
+    (d, kept.iter().map(|e| e.len()).sum())
 }
 
 /// The session's log file under `root` (`<root>/<project>/<id>/session.jsonl[.zstd]`).
@@ -102,5 +124,83 @@ fn read_sqlite(db: &Path, id: &str, kept: &mut Vec<u8>) {
                 _ => {}
             }
         }
+    }
+}
+
+/// The log decoded 1 MiB at a time into one reused buffer; each complete
+/// line copied out into its own allocation.
+fn read_jsonl_per_line(root: &Path, id: &str, kept: &mut Vec<Box<[u8]>>) {
+    use std::io::Read;
+    let path = jsonl_file(root, id);
+    let file = std::fs::read(&path).unwrap();
+    let mut reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "zstd") {
+        Box::new(zstd::stream::read::Decoder::new(&file[..]).expect("zstd log decodes"))
+    } else {
+        Box::new(&file[..])
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut have = 0;
+    loop {
+        let n = reader.read(&mut buf[have..]).expect("log reads");
+        have += n;
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &buf[start..have]) {
+            kept.push(buf[start..start + i].into());
+            start += i + 1;
+        }
+        buf.copy_within(start..have, 0);
+        have -= start;
+        if n == 0 {
+            break;
+        }
+        if have == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+    }
+    if have > 0 {
+        kept.push(buf[..have].into());
+    }
+}
+
+/// Each row of the session into its own allocation, its compressed `data`
+/// inflated into it.
+fn read_sqlite_per_row(db: &Path, id: &str, kept: &mut Vec<Box<[u8]>>) {
+    use rusqlite::types::ValueRef;
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable \
+             FROM events WHERE session_id = ?1 ORDER BY seq",
+        )
+        .unwrap();
+    let mut inflate = zstd::bulk::Decompressor::new().unwrap();
+    let mut rows = st.query([id]).unwrap();
+    let mut row = Vec::new();
+    while let Some(r) = rows.next().unwrap() {
+        row.clear();
+        for i in 0..7 {
+            match r.get_ref(i).unwrap() {
+                ValueRef::Text(t) => row.extend_from_slice(t),
+                ValueRef::Blob(b) if i == 3 => {
+                    let n = zstd::zstd_safe::get_frame_content_size(b)
+                        .ok()
+                        .flatten()
+                        .expect("the writer's frames state their size")
+                        as usize;
+                    let at = row.len();
+                    row.resize(at + n, 0);
+                    let got = inflate
+                        .decompress_to_buffer(b, &mut row[at..])
+                        .expect("stored frame inflates");
+                    assert_eq!(got, n);
+                }
+                ValueRef::Blob(b) => row.extend_from_slice(b),
+                ValueRef::Integer(n) => row.extend_from_slice(&n.to_le_bytes()),
+                _ => {}
+            }
+        }
+        kept.push(row.as_slice().into());
     }
 }

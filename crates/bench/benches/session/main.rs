@@ -81,7 +81,13 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) == Some("--child-floor") {
-        open::child_floor(&args[1], &args[2], &args[3], args[4].parse().unwrap());
+        open::child_floor(
+            &args[1],
+            &args[2],
+            &args[3],
+            args[4].parse().unwrap(),
+            args.get(5).is_some(),
+        );
         return;
     }
     if args.is_empty() {

@@ -51,9 +51,14 @@ fn parse_lines(lines_path: &str, bytes: u64) -> (f64, f64) {
 /// `--child-floor`: in a fresh process of its own (so the open's process
 /// is not handed memory the floor faulted in), the raw parse as in
 /// [`child_open`], then the open's floor (see `floor`).
-pub fn child_floor(config: &str, id: &str, lines_path: &str, bytes: u64) {
+/// With `per_event`, the floor that keeps each event apart.
+pub fn child_floor(config: &str, id: &str, lines_path: &str, bytes: u64, per_event: bool) {
     let (_, parse_cpu) = parse_lines(lines_path, bytes);
-    let (read, kept) = floor::read_store(config, id, bytes);
+    let (read, kept) = if per_event {
+        floor::read_store_per_event(config, id)
+    } else {
+        floor::read_store(config, id, bytes)
+    };
     println!(
         "{}",
         json!({"parse_cpu_s": parse_cpu, "read_cpu_s": read.cpu, "read_wall_s": read.wall, "kept_bytes": kept})
@@ -227,6 +232,17 @@ pub fn run(
             let read = f["read_cpu_s"].as_f64().unwrap();
             let fp = f["parse_cpu_s"].as_f64().unwrap();
             let floor_s = read + fp;
+            let apart = spawn_child(
+                "--child-floor",
+                config,
+                &format!("s{n}"),
+                lines_path,
+                json_bytes(&stream.lines, n),
+                Some(1),
+            );
+            let apart_read = apart["read_cpu_s"].as_f64().unwrap();
+            let apart_fp = apart["parse_cpu_s"].as_f64().unwrap();
+            let apart_s = apart_read + apart_fp;
             rep.push(
                 row(
                     format!("  floor: read + decompress the store + raw parse, {backend} {}", fmt_n(n)),
@@ -240,6 +256,21 @@ pub fn run(
                     f["kept_bytes"].as_f64().unwrap_or(0.0) / 1e6,
                     read * 1e3,
                     (open_cpu / p.cpu) / (floor_s / fp)
+                )),
+            );
+            rep.push(
+                row(
+                    format!("  floor, each event kept apart, {backend} {}", fmt_n(n)),
+                    "cpu",
+                    apart_s,
+                    "s",
+                )
+                .base(apart_fp, format!("raw parse {}, same process", fmt_n(n)))
+                .note(format!(
+                    "the same reading and decompressing into a reused buffer, each event's bytes then copied into an allocation of its own, as a session keeps them ({:.1} MB kept), in a fresh process of its own: {:.2} ms; the open costs {:.2}× this floor",
+                    apart["kept_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                    apart_read * 1e3,
+                    (open_cpu / p.cpu) / (apart_s / apart_fp)
                 )),
             );
             let bytes = json_bytes(&stream.lines, n) as f64;
