@@ -90,7 +90,16 @@ fn read_jsonl(root: &Path, id: &str, kept: &mut Vec<u8>) {
 }
 
 fn read_sqlite(db: &Path, id: &str, kept: &mut Vec<u8>) {
-    use rusqlite::types::ValueRef;
+    each_row(db, id, |row, inflate| append_row(row, inflate, kept));
+}
+
+/// Call `f` on each stored row of the session, in seq order, with one
+/// decompressor for its `data` values.
+fn each_row(
+    db: &Path,
+    id: &str,
+    mut f: impl FnMut(&rusqlite::Row, &mut zstd::bulk::Decompressor<'static>),
+) {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();
@@ -103,26 +112,33 @@ fn read_sqlite(db: &Path, id: &str, kept: &mut Vec<u8>) {
     let mut inflate = zstd::bulk::Decompressor::new().unwrap();
     let mut rows = st.query([id]).unwrap();
     while let Some(r) = rows.next().unwrap() {
-        for i in 0..7 {
-            match r.get_ref(i).unwrap() {
-                ValueRef::Text(t) => kept.extend_from_slice(t),
-                ValueRef::Blob(b) if i == 3 => {
-                    let n = zstd::zstd_safe::get_frame_content_size(b)
-                        .ok()
-                        .flatten()
-                        .expect("the writer's frames state their size")
-                        as usize;
-                    let at = kept.len();
-                    kept.resize(at + n, 0);
-                    let got = inflate
-                        .decompress_to_buffer(b, &mut kept[at..])
-                        .expect("stored frame inflates");
-                    assert_eq!(got, n);
-                }
-                ValueRef::Blob(b) => kept.extend_from_slice(b),
-                ValueRef::Integer(n) => kept.extend_from_slice(&n.to_le_bytes()),
-                _ => {}
+        f(r, &mut inflate);
+    }
+}
+
+/// The bytes of one row's columns to the end of `out`, its compressed
+/// `data` inflated.
+fn append_row(r: &rusqlite::Row, inflate: &mut zstd::bulk::Decompressor, out: &mut Vec<u8>) {
+    use rusqlite::types::ValueRef;
+    for i in 0..7 {
+        match r.get_ref(i).unwrap() {
+            ValueRef::Text(t) => out.extend_from_slice(t),
+            ValueRef::Blob(b) if i == 3 => {
+                let n = zstd::zstd_safe::get_frame_content_size(b)
+                    .ok()
+                    .flatten()
+                    .expect("the writer's frames state their size")
+                    as usize;
+                let at = out.len();
+                out.resize(at + n, 0);
+                let got = inflate
+                    .decompress_to_buffer(b, &mut out[at..])
+                    .expect("stored frame inflates");
+                assert_eq!(got, n);
             }
+            ValueRef::Blob(b) => out.extend_from_slice(b),
+            ValueRef::Integer(n) => out.extend_from_slice(&n.to_le_bytes()),
+            _ => {}
         }
     }
 }
@@ -165,42 +181,10 @@ fn read_jsonl_per_line(root: &Path, id: &str, kept: &mut Vec<Box<[u8]>>) {
 /// Each row of the session into its own allocation, its compressed `data`
 /// inflated into it.
 fn read_sqlite_per_row(db: &Path, id: &str, kept: &mut Vec<Box<[u8]>>) {
-    use rusqlite::types::ValueRef;
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    let mut st = conn
-        .prepare(
-            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable \
-             FROM events WHERE session_id = ?1 ORDER BY seq",
-        )
-        .unwrap();
-    let mut inflate = zstd::bulk::Decompressor::new().unwrap();
-    let mut rows = st.query([id]).unwrap();
     let mut row = Vec::new();
-    while let Some(r) = rows.next().unwrap() {
+    each_row(db, id, |r, inflate| {
         row.clear();
-        for i in 0..7 {
-            match r.get_ref(i).unwrap() {
-                ValueRef::Text(t) => row.extend_from_slice(t),
-                ValueRef::Blob(b) if i == 3 => {
-                    let n = zstd::zstd_safe::get_frame_content_size(b)
-                        .ok()
-                        .flatten()
-                        .expect("the writer's frames state their size")
-                        as usize;
-                    let at = row.len();
-                    row.resize(at + n, 0);
-                    let got = inflate
-                        .decompress_to_buffer(b, &mut row[at..])
-                        .expect("stored frame inflates");
-                    assert_eq!(got, n);
-                }
-                ValueRef::Blob(b) => row.extend_from_slice(b),
-                ValueRef::Integer(n) => row.extend_from_slice(&n.to_le_bytes()),
-                _ => {}
-            }
-        }
+        append_row(r, inflate, &mut row);
         kept.push(row.as_slice().into());
-    }
+    });
 }
