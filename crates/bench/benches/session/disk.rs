@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::abi::{Buf, Store};
 use crate::baselines::Baselines;
+use crate::floor;
 use crate::report::{fmt_n, row, Report};
 use crate::util::{dir_size, median, percentile, TempDir};
 use crate::Ctx;
@@ -199,6 +200,27 @@ pub fn write_behind(
                         total - appended
                     )),
                 );
+                if backend == "jsonl" {
+                    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+                    let f = floor::write_behind_zstd(&stream.lines[..n], base.pa.cpu, cores);
+                    rep.push(
+                        row(
+                            format!("  floor: write-behind to zstd JSONL, {}", fmt_n(n)),
+                            "wall",
+                            n as f64 / f.seconds,
+                            "ev/s",
+                        )
+                        .base(big as f64 / base_s, label)
+                        .note(format!(
+                            "(raw parse {:.3} s + keeping each line {:.3} s + zstd level 1 of the same bytes {:.3} s of CPU) over {} cores; the write-behind reaches {:.2} of this floor",
+                            base.pa.cpu,
+                            f.keep.cpu,
+                            f.compress.cpu,
+                            f.cores,
+                            rate * f.seconds / n as f64
+                        )),
+                    );
+                }
                 rep.push(
                     row(
                         format!("  max single append ({backend}, {})", fmt_n(n)),

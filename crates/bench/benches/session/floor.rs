@@ -9,6 +9,11 @@
 //!   process keeps (JSONL: the session's file; SQLite: every row of the
 //!   session, each compressed `data` value inflated). An open that checks
 //!   what it loads costs at least this plus the raw parse.
+//! * Write-behind to the default (zstd) JSONL log: the append's floor
+//!   (the raw parse and keeping each line) and compressing the same bytes
+//!   at the appends' level 1, in frames of 1 MiB, all of it spread over
+//!   every core of the machine. A write-behind that ends durable does at
+//!   least this work before its flush returns.
 //! * Open, each event kept apart: the same reading and decompressing, but
 //!   into a reused buffer, each event's bytes then copied into an
 //!   allocation of its own (JSONL: each line; SQLite: each row). A session
@@ -47,6 +52,46 @@ pub fn read_store(config: &str, id: &str, bytes: u64) -> (Secs, usize) {
     let d = t.stop();
     std::hint::black_box(&kept);
     (d, kept.len())
+}
+
+/// The floor of a write-behind of `lines` to a zstd JSONL log (see the
+/// module's documentation), given the raw parse's CPU time `parse_cpu`:
+/// the least wall time on `cores` cores, with the keeping and the
+/// compression timed here.
+pub fn write_behind_zstd(lines: &[&str], parse_cpu: f64, cores: usize) -> WriteBehindFloor {
+    let mut kept = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    let keep = keep_lines(lines, &mut kept);
+    let mut compressor = zstd::bulk::Compressor::new(1).expect("zstd level 1");
+    let mut frame = Vec::new();
+    let mut written = 0;
+    let t = Timer::start();
+    for piece in kept.chunks(1 << 20) {
+        frame.clear();
+        frame.reserve(zstd::zstd_safe::compress_bound(piece.len()));
+        written += compressor
+            .compress_to_buffer(piece, &mut frame)
+            .expect("a piece compresses");
+    }
+    let compress = t.stop();
+    std::hint::black_box(written);
+    WriteBehindFloor {
+        seconds: (parse_cpu + keep.cpu + compress.cpu) / cores as f64,
+        keep,
+        compress,
+        cores,
+    }
+}
+
+/// What [`write_behind_zstd`] measured.
+pub struct WriteBehindFloor {
+    /// The floor: least wall seconds of the write-behind.
+    pub seconds: f64,
+    /// Keeping each line (a copy into one buffer sized up front).
+    pub keep: Secs,
+    /// Compressing the kept bytes at level 1, 1 MiB a frame.
+    pub compress: Secs,
+    /// The cores the work is spread over.
+    pub cores: usize,
 }
 
 /// [`read_store`], each event kept in an allocation of its own (see the
