@@ -5,6 +5,11 @@ use crate::error::{Error, Result, Status};
 use crate::json::{Object, Value};
 use crate::rule::Rule;
 
+mod message;
+
+use message::non_empty_str;
+pub use message::{check_event_message, check_message, check_value_message, MessageKind};
+
 /// How a seed is checked (docs/lifecycle.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeedMode {
@@ -13,11 +18,6 @@ pub enum SeedMode {
     /// Values read back from storage: no lossless walk.
     Restore,
 }
-
-mod message;
-
-use message::non_empty_str;
-pub use message::{check_event_message, check_message, check_value_message, MessageKind};
 
 /// `SESSION_FORMAT_VERSION`.
 pub const FORMAT_VERSION: u64 = 0;
