@@ -86,6 +86,7 @@ fn main() {
             &args[2],
             &args[3],
             args[4].parse().unwrap(),
+            // Any sixth argument: the floor that keeps each event apart.
             args.get(5).is_some(),
         );
         return;

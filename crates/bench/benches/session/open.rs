@@ -232,6 +232,7 @@ pub fn run(
             let read = f["read_cpu_s"].as_f64().unwrap();
             let fp = f["parse_cpu_s"].as_f64().unwrap();
             let floor_s = read + fp;
+            // A sixth argument asks the floor child to keep events apart.
             let apart = spawn_child(
                 "--child-floor",
                 config,
