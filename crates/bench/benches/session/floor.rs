@@ -40,14 +40,13 @@ pub fn keep_lines(lines: &[&str], kept: &mut Vec<u8>) -> Secs {
 /// JSON: read and decompress every stored byte into one kept buffer.
 /// Returns the time and the number of bytes kept.
 pub fn read_store(config: &str, id: &str, bytes: u64) -> (Secs, usize) {
-    let v: serde_json::Value = serde_json::from_str(config).expect("bench store config");
-    let root = PathBuf::from(v["path"].as_str().expect("store path"));
+    let (jsonl, root) = store_of(config);
     let mut kept = Vec::with_capacity(bytes as usize + (1 << 20));
     let t = Timer::start();
-    match v["backend"].as_str() {
-        Some("jsonl") => read_jsonl(&root, id, &mut kept),
-        Some("sqlite") => read_sqlite(&root, id, &mut kept),
-        other => panic!("no floor for backend {other:?}"),
+    if jsonl {
+        read_jsonl(&root, id, &mut kept);
+    } else {
+        read_sqlite(&root, id, &mut kept);
     }
     let d = t.stop();
     std::hint::black_box(&kept);
@@ -97,18 +96,29 @@ pub struct WriteBehindFloor {
 /// [`read_store`], each event kept in an allocation of its own (see the
 /// module's documentation); the time and the number of bytes kept.
 pub fn read_store_per_event(config: &str, id: &str) -> (Secs, usize) {
-    let v: serde_json::Value = serde_json::from_str(config).expect("bench store config");
-    let root = PathBuf::from(v["path"].as_str().expect("store path"));
+    let (jsonl, root) = store_of(config);
     let mut kept: Vec<Box<[u8]>> = Vec::new();
     let t = Timer::start();
-    match v["backend"].as_str() {
-        Some("jsonl") => read_jsonl_per_line(&root, id, &mut kept),
-        Some("sqlite") => read_sqlite_per_row(&root, id, &mut kept),
-        other => panic!("no floor for backend {other:?}"),
+    if jsonl {
+        read_jsonl_per_line(&root, id, &mut kept);
+    } else {
+        read_sqlite_per_row(&root, id, &mut kept);
     }
     let d = t.stop();
     std::hint::black_box(&kept);
     (d, kept.iter().map(|e| e.len()).sum())
+}
+
+/// Whether the bench's store `config` is a JSONL store (else SQLite; no
+/// other backend has a floor), and its path.
+fn store_of(config: &str) -> (bool, PathBuf) {
+    let v: serde_json::Value = serde_json::from_str(config).expect("bench store config");
+    let root = PathBuf::from(v["path"].as_str().expect("store path"));
+    match v["backend"].as_str() {
+        Some("jsonl") => (true, root),
+        Some("sqlite") => (false, root),
+        other => panic!("no floor for backend {other:?}"),
+    }
 }
 
 /// The session's log file under `root` (`<root>/<project>/<id>/session.jsonl[.zstd]`).
